@@ -1,0 +1,77 @@
+"""Capture vLLM's log output so it never writes over a TUI or into a `--record -` stream.
+
+vLLM 0.5 normally attaches a stdout handler to the "vllm" logger at import. `engine/__init__`
+turns that off (VLLM_CONFIGURE_LOGGING=0) and `install()` puts one handler on the "vllm" and
+"py.warnings" loggers that keeps lines in memory. Whoever shows them (the session turns them into
+`LogLine` records; the CLI prints them to stderr) drains them with `drain()`.
+
+Identical consecutive lines are folded into one with a repeat count: without a tokenizer vLLM 0.5
+warns once per request that the EOS id is None, 10,000 times for the seed's workload.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+_CAPTURED = ("vllm", "py.warnings", "transformers")
+_MAX_PENDING = 10_000
+
+
+@dataclass
+class CapturedLine:
+    level: str
+    logger: str
+    message: str
+    repeats: int = 1
+
+
+class _CaptureHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.INFO)
+        self._lock_lines = threading.Lock()
+        self.pending: list[CapturedLine] = []
+        self.dropped = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string in someone's log call must not kill a step
+            message = str(record.msg)
+        message = message.splitlines()[0] if message else ""
+        with self._lock_lines:
+            last = self.pending[-1] if self.pending else None
+            if last is not None and last.message == message and last.logger == record.name:
+                last.repeats += 1
+            elif len(self.pending) < _MAX_PENDING:
+                self.pending.append(CapturedLine(record.levelname, record.name, message))
+            else:
+                self.dropped += 1
+
+    def take(self) -> list[CapturedLine]:
+        with self._lock_lines:
+            lines, self.pending = self.pending, []
+        return lines
+
+
+_handler = _CaptureHandler()
+
+
+def install() -> None:
+    """Route vLLM's (and transformers') log lines and Python warnings into memory. Idempotent."""
+    logging.captureWarnings(True)
+    for name in _CAPTURED:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            if handler is not _handler:
+                logger.removeHandler(handler)
+        if _handler not in logger.handlers:
+            logger.addHandler(_handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+def drain() -> list[CapturedLine]:
+    """Everything logged since the last drain, oldest first, with repeats folded."""
+    return _handler.take()

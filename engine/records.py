@@ -1,0 +1,176 @@
+"""The typed records of one run: the single stream that feeds the TUI, recordings, replay,
+summaries, exports and verification.
+
+Every record is a msgspec Struct tagged by a ``kind`` field, so one JSON line decodes to the
+right type without guessing and `jq 'select(.kind=="step")'` works without the observatory.
+Field names are short because a recording holds one step record per engine step; they are
+documented here once.
+
+Schema changes: add fields with defaults (old readers ignore unknown fields, new readers fill
+defaults). Anything that changes the meaning of an existing field bumps SCHEMA_VERSION, and
+readers refuse a schema newer than theirs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+
+SCHEMA_VERSION = 1
+
+
+class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True):
+    """What one `LLMEngine.step()` decided and left behind.
+
+    Queue sizes and block counts are read at the end of the step, the moment vLLM reads its own
+    `Stats`, so they agree with vLLM's metrics for the same step.
+    """
+
+    step: int
+    wall_s: float  # wall-clock seconds since the session started, at the end of this step
+    sim_s: float  # simulated seconds at the end of this step (see engine.costmodel)
+    sim_step_s: float  # simulated duration of this step
+    policy: str  # policy in force for this step ("off", "strict", "watermark:0.5")
+
+    running: int  # sequence groups in vLLM's running queue
+    swapped: int  # sequence groups in vLLM's swapped queue
+    waiting: int  # sequence groups in vLLM's waiting queue
+    running_seqs: int  # sequences (not groups) with status RUNNING
+
+    gpu_used: int  # GPU KV-cache blocks in use
+    gpu_total: int
+    cpu_used: int  # CPU (swap) KV-cache blocks in use
+    cpu_total: int
+
+    batched_tokens: int  # SchedulerOutputs.num_batched_tokens
+    token_budget: int  # max_num_batched_tokens
+
+    prefills: list[tuple[str, int]]  # (request id, tokens in this chunk), in schedule order
+    decode_groups: int
+    decode_seqs: int
+
+    swapped_out: list[str]  # request ids preempted by swapping this step
+    swapped_in: list[str]
+    recomputed: list[str]  # request ids preempted by recomputation
+    ignored: list[str]  # request ids vLLM refused (too long / infeasible)
+    finished: list[str]
+    first_tokens: list[str]  # request ids that produced their first output token this step
+
+    prompt_tokens: int  # prompt tokens computed this step (vLLM's num_prompt_tokens_iter)
+    generated_tokens: int  # tokens generated this step (vLLM's num_generation_tokens_iter)
+
+    withheld: bool  # the policy withheld new prefills this step
+    held_back: int  # waiting groups held back by that (the waiting queue at that moment)
+
+    @property
+    def gpu_pct(self) -> float:
+        return 100.0 * self.gpu_used / self.gpu_total if self.gpu_total else 0.0
+
+    @property
+    def cpu_pct(self) -> float:
+        return 100.0 * self.cpu_used / self.cpu_total if self.cpu_total else 0.0
+
+
+class Arrivals(msgspec.Struct, tag="arrivals", tag_field="kind", kw_only=True):
+    """Requests handed to the engine just before `step` runs."""
+
+    step: int
+    sim_s: float  # simulated time at which they were added
+    source: str  # "workload" or "burst"
+    request_ids: list[str]
+    prompt_tokens: list[int]
+    arrival_s: list[float]  # each request's simulated arrival time (<= sim_s)
+
+
+class PolicyChanged(msgspec.Struct, tag="policy", tag_field="kind", kw_only=True):
+    """The fix policy changed; `step` is the first step the new policy governs."""
+
+    step: int
+    old: str
+    new: str
+    source: str  # "cli", "toggle-at", "tui", "api", "verify"
+
+
+class EngineAborted(msgspec.Struct, tag="abort", tag_field="kind", kw_only=True):
+    """vLLM raised out of `step()`; this record stands for the aborting step.
+
+    The counts are the scheduler's state when it raised, so the screen and the recording show
+    how full the swap space was at the moment vLLM gave up.
+    """
+
+    step: int
+    message: str
+    error: str  # exception type name, e.g. "RuntimeError"
+    sim_s: float
+    wall_s: float
+    running: int
+    swapped: int
+    waiting: int
+    gpu_used: int
+    gpu_total: int
+    cpu_used: int
+    cpu_total: int
+
+    @property
+    def cpu_pct(self) -> float:
+        return 100.0 * self.cpu_used / self.cpu_total if self.cpu_total else 0.0
+
+    @property
+    def gpu_pct(self) -> float:
+        return 100.0 * self.gpu_used / self.gpu_total if self.gpu_total else 0.0
+
+
+class LogLine(msgspec.Struct, tag="log", tag_field="kind", kw_only=True):
+    """A line vLLM logged, captured so it never reaches the terminal directly."""
+
+    step: int
+    level: str
+    logger: str
+    message: str
+    repeats: int = 1  # identical consecutive lines are folded into one
+
+
+class RunFinished(msgspec.Struct, tag="end", tag_field="kind", kw_only=True):
+    """The stream is over. `steps` counts completed steps (the aborting step not included)."""
+
+    steps: int
+    reason: str  # "completed", "max_steps", "stopped", "aborted"
+    sim_s: float
+    wall_s: float
+
+
+Record = Union[StepRecord, Arrivals, PolicyChanged, EngineAborted, LogLine, RunFinished]
+"""Anything that can follow the header in a stream or recording."""
+
+RECORD_TYPES: tuple[type, ...] = (StepRecord, Arrivals, PolicyChanged, EngineAborted, LogLine,
+                                  RunFinished)
+
+
+class Header(msgspec.Struct, tag="header", tag_field="kind", kw_only=True):
+    """The first line of a recording: enough to re-run it (`spec`) and to trust it."""
+
+    schema: int
+    observatory_version: str
+    vllm_version: str
+    backend: str
+    model: str
+    spec: dict[str, Any]  # engine.spec.RunSpec as a dict; RunSpec.from_dict rebuilds it
+    engine_config: dict[str, Any]  # what vLLM was built with, for humans and jq
+    started_at: str  # ISO 8601, UTC
+    host: str
+    starts_at_step: int = 0  # >0 when recording was switched on mid-run (the TUI's `r` key)
+
+
+_encoder = msgspec.json.Encoder()
+_record_decoder = msgspec.json.Decoder(Record)
+
+
+def encode(record: Record | Header) -> bytes:
+    """One JSON line without the newline."""
+    return _encoder.encode(record)
+
+
+def decode_record(line: bytes | str) -> Record:
+    """Decode a non-header line; raises msgspec.DecodeError / ValidationError on bad input."""
+    return _record_decoder.decode(line)

@@ -1,0 +1,189 @@
+"""Every hook into vLLM 0.5.0.post1's private internals lives here, and only here.
+
+`attach(scheduler)` instruments an existing `vllm.core.scheduler.Scheduler` instance, however
+it was built, without subclassing it: it wraps four bound methods on the instance itself.
+
+- `schedule` (public): marks the step boundary, applies a pending policy change, and captures
+  the `SchedulerOutputs` of the step.
+- `_schedule_running`: captures the running pass (who was preempted, by swap or recompute).
+- `_schedule_swapped`: captures the swap-in pass (who came back, who is still swapped).
+- `_schedule_prefills`: the gate. With a chunked-prefill step and a policy that withholds, it
+  returns the waiting queue untouched and an empty `SchedulerPrefillOutputs`, exactly what
+  vLLM's own code produces when nothing fits, so the rest of `_schedule_chunked_prefill` runs
+  unchanged. With policy ``off`` it calls the original and changes nothing.
+
+If a later vLLM renames one of these methods, this is the module to change.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from vllm.core.scheduler import Scheduler, SchedulerPrefillOutputs, SchedulerOutputs
+from vllm.sequence import SequenceStatus
+
+from engine.policy import Policy, PrefillGate, parse_policy, withholds_prefills
+
+_WRAPPED = ("schedule", "_schedule_running", "_schedule_swapped", "_schedule_prefills")
+
+
+@dataclass
+class StepCapture:
+    """What the hooks saw during one `Scheduler.schedule()` call."""
+
+    policy: Policy
+    outputs: SchedulerOutputs | None = None
+    swapped_out: list[str] = field(default_factory=list)
+    recomputed: list[str] = field(default_factory=list)
+    swapped_in: list[str] = field(default_factory=list)
+    infeasible: list[str] = field(default_factory=list)
+    preempted_this_step: int = 0
+    still_swapped: int | None = None  # None: the swap-in pass did not run this step
+    withheld: bool = False
+    held_back: int = 0
+
+
+class SchedulerHook:
+    """Handle returned by `attach`. Thread-safe policy changes, applied at step boundaries."""
+
+    def __init__(self, scheduler: Scheduler, policy: Policy) -> None:
+        self.scheduler = scheduler
+        self._policy = policy
+        self._pending: tuple[Policy, str] | None = None
+        self._lock = threading.Lock()
+        self._originals: dict[str, Callable[..., Any]] = {}
+        self.steps_scheduled = 0
+        self.current = StepCapture(policy)
+        self.changes: list[tuple[int, Policy, Policy, str]] = []  # (step, old, new, source)
+
+    # ----------------------------------------------------------------- policy control
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    def set_policy(self, policy: str | Policy, source: str = "api") -> None:
+        """Ask for `policy` from the next step on. Safe from any thread."""
+        with self._lock:
+            self._pending = (parse_policy(policy), source)
+
+    def _apply_pending(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None and pending[0] != self._policy:
+            self.changes.append((self.steps_scheduled, self._policy, pending[0], pending[1]))
+            self._policy = pending[0]
+
+    # ----------------------------------------------------------------- wrappers
+    def _install(self) -> None:
+        scheduler = self.scheduler
+        for name in _WRAPPED:
+            if name in vars(scheduler):
+                raise RuntimeError(f"scheduler already has an instance attribute {name!r}; "
+                                   f"is an observatory hook already attached?")
+            self._originals[name] = getattr(scheduler, name)
+        scheduler.schedule = self._schedule
+        scheduler._schedule_running = self._schedule_running
+        scheduler._schedule_swapped = self._schedule_swapped
+        scheduler._schedule_prefills = self._schedule_prefills
+
+    def detach(self) -> None:
+        """Put the scheduler back as it was."""
+        for name in self._originals:
+            vars(self.scheduler).pop(name, None)
+        self._originals.clear()
+
+    def _schedule(self):
+        self._apply_pending()
+        self.current = capture = StepCapture(self._policy)
+        result = self._originals["schedule"]()
+        capture.outputs = result[1]
+        self.steps_scheduled += 1
+        return result
+
+    def _schedule_running(self, *args: Any, **kwargs: Any):
+        remaining, out = self._originals["_schedule_running"](*args, **kwargs)
+        capture = self.current
+        capture.swapped_out = [g.request_id for g in out.swapped_out]
+        capture.recomputed = [g.request_id for g in out.preempted]
+        capture.preempted_this_step = len(out.swapped_out) + len(out.preempted)
+        return remaining, out
+
+    def _schedule_swapped(self, *args: Any, **kwargs: Any):
+        remaining, out = self._originals["_schedule_swapped"](*args, **kwargs)
+        capture = self.current
+        capture.still_swapped = len(remaining)
+        capture.swapped_in = [s.seq_group.request_id
+                              for s in out.prefill_seq_groups + out.decode_seq_groups]
+        capture.infeasible = [g.request_id for g in out.infeasible_seq_groups]
+        return remaining, out
+
+    def _schedule_prefills(self, waiting_queue: deque, budget: Any, curr_loras: Any,
+                           enable_chunking: bool = False):
+        policy = self._policy
+        if enable_chunking and policy.name != "off" and waiting_queue:
+            capture = self.current
+            still = capture.still_swapped
+            gate = PrefillGate(
+                preempted_this_step=capture.preempted_this_step,
+                still_swapped=len(self.scheduler.swapped) if still is None else still,
+                cpu_usage=cpu_usage(self.scheduler),
+            )
+            if withholds_prefills(policy, gate):
+                capture.withheld = True
+                capture.held_back = len(waiting_queue)
+                return waiting_queue, SchedulerPrefillOutputs.create_empty()
+        return self._originals["_schedule_prefills"](waiting_queue, budget, curr_loras,
+                                                     enable_chunking=enable_chunking)
+
+
+def attach(scheduler: Scheduler, policy: str | Policy = "off") -> SchedulerHook:
+    """Instrument `scheduler` in place and return the handle that controls the policy."""
+    hook = SchedulerHook(scheduler, parse_policy(policy))
+    hook._install()
+    return hook
+
+
+# --------------------------------------------------------------------- state readers
+def cpu_usage(scheduler: Scheduler) -> float:
+    total = scheduler.cache_config.num_cpu_blocks or 0
+    if total <= 0:
+        return 0.0
+    return 1.0 - scheduler.block_manager.get_num_free_cpu_blocks() / total
+
+
+def block_counts(scheduler: Scheduler) -> tuple[int, int, int, int]:
+    """(gpu_used, gpu_total, cpu_used, cpu_total), computed as vLLM's `_get_stats` does."""
+    bm = scheduler.block_manager
+    gpu_total = scheduler.cache_config.num_gpu_blocks or 0
+    cpu_total = scheduler.cache_config.num_cpu_blocks or 0
+    return (gpu_total - bm.get_num_free_gpu_blocks(), gpu_total,
+            cpu_total - bm.get_num_free_cpu_blocks(), cpu_total)
+
+
+def running_seqs(scheduler: Scheduler) -> int:
+    running = SequenceStatus.RUNNING
+    return sum(g.num_seqs(running) for g in scheduler.running)
+
+
+def abort_queue_sizes(scheduler: Scheduler) -> tuple[int, int, int]:
+    """(running, swapped, waiting) when `schedule()` raised part-way through a step.
+
+    vLLM updates its queues only at the end of `_schedule_*`, so groups swapped out earlier in
+    the aborting step still sit in `running` with SWAPPED sequences; count them as swapped.
+    """
+    swapped_status = SequenceStatus.SWAPPED
+    moved = sum(1 for g in scheduler.running if g.num_seqs(swapped_status) > 0)
+    return (len(scheduler.running) - moved, len(scheduler.swapped) + moved,
+            len(scheduler.waiting))
+
+
+def read_vllm_stats(engine: Any) -> Any:
+    """vLLM's own `Stats` for the engine's current state (what `do_log_stats` would log)."""
+    return engine._get_stats(scheduler_outputs=None)
+
+
+def token_budget(scheduler: Scheduler) -> int:
+    return scheduler.scheduler_config.max_num_batched_tokens

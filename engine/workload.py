@@ -1,0 +1,98 @@
+"""The requests a run sends: prompts, their lengths and their simulated arrival times.
+
+The seed-5578 workload is built exactly as the issue builds it: prompt i is
+"```python\\n" + long_text[i:i+1000], where long_text is the installed vllm/core/scheduler.py.
+The gpu backend sends that text and vLLM tokenizes it. The sim backend has no tokenizer by
+default, so it turns each prompt into ceil(len(text) / chars_per_token) token ids (OPT's BPE
+gives about 3 to 3.5 characters per token on Python source); with --tokenizer it uses a local HF
+tokenizer for the real count. The ids themselves do not matter to the scheduler (no prefix
+caching), so they are a cheap deterministic pattern.
+
+With --prompt-len every prompt has that many tokens instead. Arrivals are all at t=0 (as in the
+seed) or a Poisson process of --arrival-rate requests per simulated second. Bursts (the TUI's
+`a` key) continue the same prompt sequence, so a recording's bursts replay identically.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterator
+
+from engine.errors import ConfigError
+from engine.spec import RunSpec
+
+SEED_PREFIX = "```python\n"
+SEED_SLICE = 1000
+
+
+@dataclass(frozen=True)
+class Request:
+    request_id: str
+    prompt_token_ids: list[int]
+    prompt_text: str | None  # the text, where the workload has one
+    arrival_s: float
+
+
+@lru_cache(maxsize=1)
+def seed_long_text() -> str:
+    """The installed vllm/core/scheduler.py, read as a file (importing vllm is not needed)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("vllm is not installed: pip install -e . installs vLLM 0.5.0.post1")
+    path = Path(list(spec.submodule_search_locations)[0]) / "core" / "scheduler.py"
+    return path.read_text(encoding="utf-8")
+
+
+def seed_prompt(i: int) -> str:
+    text = seed_long_text()
+    return SEED_PREFIX + text[i % len(text):i % len(text) + SEED_SLICE]
+
+
+class Workload:
+    """Deterministic request source for one run."""
+
+    def __init__(self, spec: RunSpec, max_model_len: int,
+                 count_tokens: Callable[[str], list[int]] | None = None) -> None:
+        self.spec = spec
+        self.max_model_len = max_model_len
+        self._count_tokens = count_tokens
+        self._rng = random.Random(spec.seed)
+        self._next_index = 0
+        self._clock = 0.0
+        if spec.prompt_len is not None and spec.prompt_len >= max_model_len:
+            raise ConfigError(f"--prompt-len {spec.prompt_len} does not fit the model's context "
+                              f"of {max_model_len} tokens: use at most {max_model_len - 1}")
+
+    def _prompt(self, index: int) -> tuple[list[int], str | None]:
+        spec = self.spec
+        if spec.prompt_len is not None:
+            return [(index * 7919 + k) % 50000 + 3 for k in range(spec.prompt_len)], None
+        text = seed_prompt(index)
+        if self._count_tokens is not None:
+            return self._count_tokens(text), text
+        count = math.ceil(len(text) / spec.chars_per_token)
+        return [(index * 7919 + k) % 50000 + 3 for k in range(count)], text
+
+    def _make(self, arrival_s: float) -> Request:
+        index = self._next_index
+        self._next_index += 1
+        ids, text = self._prompt(index)
+        return Request(str(index), ids, text, arrival_s)
+
+    def initial(self) -> Iterator[Request]:
+        """The run's own requests in arrival order."""
+        rate = self.spec.arrival_rate
+        for _ in range(self.spec.requests):
+            if rate is not None:
+                self._clock += self._rng.expovariate(rate)
+            yield self._make(self._clock if rate is not None else 0.0)
+
+    def burst(self, size: int, now_s: float) -> list[Request]:
+        """`size` more requests arriving now, continuing the prompt sequence."""
+        return [self._make(now_s) for _ in range(size)]
