@@ -15,7 +15,8 @@ import logging
 import threading
 from dataclasses import dataclass
 
-_CAPTURED = ("vllm", "py.warnings", "transformers")
+# logger name -> lowest level kept (transformers is chatty at INFO about config files)
+_CAPTURED = {"vllm": logging.INFO, "py.warnings": logging.WARNING, "transformers": logging.WARNING}
 _MAX_PENDING = 10_000
 
 
@@ -61,14 +62,14 @@ _handler = _CaptureHandler()
 def install() -> None:
     """Route vLLM's (and transformers') log lines and Python warnings into memory. Idempotent."""
     logging.captureWarnings(True)
-    for name in _CAPTURED:
+    for name, level in _CAPTURED.items():
         logger = logging.getLogger(name)
         for handler in list(logger.handlers):
             if handler is not _handler:
                 logger.removeHandler(handler)
         if _handler not in logger.handlers:
             logger.addHandler(_handler)
-        logger.setLevel(logging.INFO)
+        logger.setLevel(level)
         logger.propagate = False
 
 

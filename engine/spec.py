@@ -130,12 +130,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     # fixed policies finish every request.
     "demo": {
         "num_gpu_blocks": 512,
-        "num_cpu_blocks": 256,
-        "max_num_batched_tokens": 1024,
-        "requests": 64,
+        "num_cpu_blocks": 512,
+        "max_num_seqs": 64,
+        "max_num_batched_tokens": 512,
+        "requests": 48,
         "n": 4,
-        "max_tokens": 96,
-        "prompt_len": 120,
+        "max_tokens": 256,
+        "prompt_len": 64,
         "burst_size": 8,
     },
 }

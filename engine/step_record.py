@@ -1,0 +1,73 @@
+"""Assemble a StepRecord from what the scheduler hooks captured and what the step left behind.
+
+Called once per step, right after `LLMEngine.step()` returns: the moment vLLM has just read its
+own `Stats` (in `do_log_stats`), so queue sizes and block counts here equal vLLM's metrics. The
+token counts follow `LLMEngine._get_stats`: prompt tokens are the prefill chunks; generated
+tokens are the decode sequences plus the first token of every prefill that completed.
+"""
+
+from __future__ import annotations
+
+from engine import vllm_hooks
+from engine.costmodel import CostModel
+from engine.records import StepRecord
+from engine.vllm_hooks import StepCapture
+
+
+def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostModel,
+                      sim_start_s: float, wall_s: float) -> StepRecord:
+    outputs = capture.outputs
+    scheduled = outputs.scheduled_seq_groups if outputs is not None else []
+    num_prefill = outputs.num_prefill_groups if outputs is not None else 0
+    batched = outputs.num_batched_tokens if outputs is not None else 0
+
+    prefills: list[tuple[str, int]] = []
+    first_tokens: list[str] = []
+    first_token_seqs = 0
+    prompt_tokens = 0
+    for scheduled_group in scheduled[:num_prefill]:
+        group = scheduled_group.seq_group
+        prefills.append((group.request_id, scheduled_group.token_chunk_size))
+        prompt_tokens += scheduled_group.token_chunk_size
+        if not group.is_prefill():  # this chunk completed the prompt and sampled
+            first_tokens.append(group.request_id)
+            first_token_seqs += group.num_seqs()
+    decode_seqs = batched - prompt_tokens
+    finished = [s.seq_group.request_id for s in scheduled if s.seq_group.is_finished()]
+    ignored = ([g.request_id for g in outputs.ignored_seq_groups]
+               if outputs is not None else [])
+    finished.extend(ignored)
+
+    gpu_used, gpu_total, cpu_used, cpu_total = vllm_hooks.block_counts(scheduler)
+    block_size = scheduler.cache_config.block_size
+    sim_step_s = cost.step_seconds(prompt_tokens, decode_seqs, gpu_used * block_size)
+    return StepRecord(
+        step=step,
+        wall_s=wall_s,
+        sim_s=sim_start_s + sim_step_s,
+        sim_step_s=sim_step_s,
+        policy=str(capture.policy),
+        running=len(scheduler.running),
+        swapped=len(scheduler.swapped),
+        waiting=len(scheduler.waiting),
+        running_seqs=vllm_hooks.running_seqs(scheduler),
+        gpu_used=gpu_used,
+        gpu_total=gpu_total,
+        cpu_used=cpu_used,
+        cpu_total=cpu_total,
+        batched_tokens=batched,
+        token_budget=vllm_hooks.token_budget(scheduler),
+        prefills=prefills,
+        decode_groups=len(scheduled) - num_prefill,
+        decode_seqs=decode_seqs,
+        swapped_out=capture.swapped_out,
+        swapped_in=capture.swapped_in,
+        recomputed=capture.recomputed,
+        ignored=ignored,
+        finished=finished,
+        first_tokens=first_tokens,
+        prompt_tokens=prompt_tokens,
+        generated_tokens=decode_seqs + first_token_seqs,
+        withheld=capture.withheld,
+        held_back=capture.held_back,
+    )

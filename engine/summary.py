@@ -1,0 +1,133 @@
+"""The end-of-run summary, folded from the record stream.
+
+`observatory run` prints `summarize(what it emitted)` and `observatory summary FILE` prints
+`summarize(what the file holds)`: one function over the same records, so the two are identical
+by construction, and a recording cut short still summarizes what it has.
+
+Peaks include the aborting moment (EngineAborted carries the scheduler's state when vLLM gave
+up), since that is the fullest the swap space ever got.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import msgspec
+
+from engine.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged, Record,
+                            RunFinished, StepRecord)
+
+
+class Summary(msgspec.Struct, kw_only=True):
+    steps: int
+    finished_requests: int
+    aborted: bool
+    abort_reason: str | None
+    abort_step: int | None
+    peak_gpu_kv_pct: float
+    peak_cpu_kv_pct: float
+    peak_swapped: int
+    swap_outs: int
+    swap_ins: int
+    recompute_preemptions: int
+    prefill_blocked_steps: int
+    policy_changes: int
+    prompt_tokens: int
+    generated_tokens: int
+    sim_seconds: float
+    wall_seconds: float
+    end_reason: str | None  # RunFinished.reason; None when the recording was cut before the end
+
+
+class SummaryBuilder:
+    """Feed items in stream order with `add`; read `result()` at any time."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.finished_requests = 0
+        self.abort: EngineAborted | None = None
+        self.peak_gpu = 0.0
+        self.peak_cpu = 0.0
+        self.peak_swapped = 0
+        self.swap_outs = 0
+        self.swap_ins = 0
+        self.recomputes = 0
+        self.blocked = 0
+        self.policy_changes = 0
+        self.prompt_tokens = 0
+        self.generated_tokens = 0
+        self.sim_s = 0.0
+        self.wall_s = 0.0
+        self.end: RunFinished | None = None
+
+    def add(self, item: Header | Record) -> None:
+        if isinstance(item, StepRecord):
+            self.steps += 1
+            self.finished_requests += len(item.finished) - len(item.ignored)
+            self.peak_gpu = max(self.peak_gpu, item.gpu_pct)
+            self.peak_cpu = max(self.peak_cpu, item.cpu_pct)
+            self.peak_swapped = max(self.peak_swapped, item.swapped)
+            self.swap_outs += len(item.swapped_out)
+            self.swap_ins += len(item.swapped_in)
+            self.recomputes += len(item.recomputed)
+            self.blocked += item.withheld
+            self.prompt_tokens += item.prompt_tokens
+            self.generated_tokens += item.generated_tokens
+            self.sim_s, self.wall_s = item.sim_s, item.wall_s
+        elif isinstance(item, PolicyChanged):
+            self.policy_changes += 1
+        elif isinstance(item, EngineAborted):
+            self.abort = item
+            self.peak_gpu = max(self.peak_gpu, item.gpu_pct)
+            self.peak_cpu = max(self.peak_cpu, item.cpu_pct)
+            self.peak_swapped = max(self.peak_swapped, item.swapped)
+            self.wall_s = item.wall_s
+        elif isinstance(item, RunFinished):
+            self.end = item
+            self.sim_s, self.wall_s = item.sim_s, item.wall_s
+        elif isinstance(item, (Arrivals, LogLine, Header)):
+            pass
+
+    def result(self) -> Summary:
+        abort = self.abort
+        return Summary(
+            steps=self.steps,
+            finished_requests=self.finished_requests,
+            aborted=abort is not None,
+            abort_reason=abort.message if abort else None,
+            abort_step=abort.step if abort else None,
+            peak_gpu_kv_pct=round(self.peak_gpu, 2),
+            peak_cpu_kv_pct=round(self.peak_cpu, 2),
+            peak_swapped=self.peak_swapped,
+            swap_outs=self.swap_outs,
+            swap_ins=self.swap_ins,
+            recompute_preemptions=self.recomputes,
+            prefill_blocked_steps=self.blocked,
+            policy_changes=self.policy_changes,
+            prompt_tokens=self.prompt_tokens,
+            generated_tokens=self.generated_tokens,
+            sim_seconds=round(self.sim_s, 4),
+            wall_seconds=round(self.wall_s, 3),
+            end_reason=self.end.reason if self.end else None,
+        )
+
+
+def summarize(items: Iterable[Header | Record]) -> Summary:
+    builder = SummaryBuilder()
+    for item in items:
+        builder.add(item)
+    return builder.result()
+
+
+def summary_json(summary: Summary) -> str:
+    return msgspec.json.format(msgspec.json.encode(summary), indent=2).decode()
+
+
+def format_summary(summary: Summary) -> str:
+    """Human-readable, one `name: value` per line, in the Struct's field order."""
+    width = max(len(name) for name in summary.__struct_fields__)
+    lines = []
+    for name in summary.__struct_fields__:
+        value = getattr(summary, name)
+        lines.append(f"{name:<{width}}  {'-' if value is None else value}")
+    return "\n".join(lines)

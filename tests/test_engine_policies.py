@@ -1,0 +1,146 @@
+"""The seed's bug and its fix, end to end on the demo preset (real vLLM, sim executor)."""
+
+from __future__ import annotations
+
+import threading
+
+from engine.records import Arrivals, EngineAborted, PolicyChanged, RunFinished, StepRecord
+from engine.session import Session
+from engine.spec import preset_spec
+from engine.summary import summarize
+
+
+def steps(items):
+    return [i for i in items if isinstance(i, StepRecord)]
+
+
+def test_demo_off_aborts_with_vllms_own_message(demo_run):
+    items = demo_run("off")
+    aborts = [i for i in items if isinstance(i, EngineAborted)]
+    assert len(aborts) == 1
+    abort = aborts[0]
+    assert abort.error == "RuntimeError"
+    assert abort.message.startswith("Aborted due to the lack of CPU swap space")
+    # The stream holds every step before the abort, then the abort, then the end.
+    assert [s.step for s in steps(items)] == list(range(abort.step))
+    assert isinstance(items[-1], RunFinished) and items[-1].reason == "aborted"
+    assert items[-2] is abort
+    # The bug's signature: the swapped queue only grows, and prefills were never withheld.
+    assert abort.swapped > 10 and abort.cpu_pct > 90
+    assert not any(s.withheld for s in steps(items))
+    assert max(s.swapped for s in steps(items)) > 0
+    assert sum(len(s.swapped_in) for s in steps(items)) == 0
+
+
+def test_demo_fixed_policies_run_clean(demo_run):
+    requests = preset_spec("demo").requests
+    for policy in ("strict", "watermark"):
+        items = demo_run(policy)
+        summary = summarize(items)
+        assert not summary.aborted, policy
+        assert summary.end_reason == "completed"
+        assert summary.finished_requests == requests
+        assert summary.prefill_blocked_steps > 0, f"{policy} never had to withhold"
+        assert summary.swap_ins == summary.swap_outs > 0
+        assert steps(items)[-1].swapped == 0
+
+
+def new_prefills_while_swapped(items) -> list[int]:
+    """Steps that started a new request's prefill although a group was swapped at the end of
+    the step (still swapped after the swap-in pass, or swapped out by this very step)."""
+    started: set[str] = set()
+    bad = []
+    for record in steps(items):
+        new = [rid for rid, _ in record.prefills if rid not in started]
+        started.update(new)
+        if new and record.swapped > 0:
+            bad.append(record.step)
+    return bad
+
+
+def test_strict_never_admits_new_prefills_while_anything_is_swapped(demo_run):
+    assert new_prefills_while_swapped(demo_run("off")), "the bug did not show up under off"
+    assert new_prefills_while_swapped(demo_run("strict")) == []
+
+
+def test_watermark_level_is_respected(demo_run):
+    for record in steps(demo_run("watermark:0.25")):
+        if record.withheld:
+            assert record.policy == "watermark:0.25"
+
+
+def test_toggle_at_before_the_abort_prevents_it(demo_run):
+    abort_step = [i for i in demo_run("off") if isinstance(i, EngineAborted)][0].step
+    switch = abort_step // 2
+    items = demo_run("off", toggles=[(switch, "strict")])
+    changes = [i for i in items if isinstance(i, PolicyChanged)]
+    assert [(c.step, c.old, c.new, c.source) for c in changes] == [(switch, "off", "strict",
+                                                                     "toggle-at")]
+    summary = summarize(items)
+    assert not summary.aborted and summary.end_reason == "completed"
+    records = steps(items)
+    assert {r.policy for r in records[:switch]} == {"off"}
+    assert {r.policy for r in records[switch:]} == {"strict"}
+    # Before the switch the run is the `off` run, step for step.
+    off = steps(demo_run("off"))
+    assert [r.swapped for r in records[:switch]] == [r.swapped for r in off[:switch]]
+
+
+def test_live_set_policy_from_another_thread_applies_at_the_next_boundary():
+    spec = preset_spec("demo", policy="off").validated()
+    session = Session(spec)
+    seen = []
+    asked_at: list[int] = []
+
+    def sink(item):
+        seen.append(item)
+        if isinstance(item, StepRecord) and item.step == 60:
+            # The UI thread asks while the engine thread is between steps 60 and 61.
+            t = threading.Thread(target=session.set_policy, args=("strict", "test"))
+            t.start()
+            t.join()
+            asked_at.append(item.step)
+
+    session.subscribe(sink)
+    session.start()
+    session.join(timeout=120)
+    assert asked_at == [60]
+    change = [i for i in seen if isinstance(i, PolicyChanged)]
+    assert [(c.step, c.new, c.source) for c in change] == [(61, "strict", "test")]
+    assert session.state == "finished"
+    assert not any(isinstance(i, EngineAborted) for i in seen)
+
+
+def test_pause_resume_and_stop():
+    spec = preset_spec("demo", policy="strict").validated()
+    session = Session(spec)
+    seen = []
+    paused_at = threading.Event()
+
+    def sink(item):
+        seen.append(item)
+        if isinstance(item, StepRecord) and item.step == 10:
+            session.pause()
+            paused_at.set()
+
+    session.subscribe(sink)
+    session.start()
+    assert paused_at.wait(60)
+    # While paused, no step beyond 10 (the pause applies at the boundary before step 11).
+    session.join(timeout=0.5)
+    assert session.state == "paused"
+    assert max(i.step for i in seen if isinstance(i, StepRecord)) == 10
+    session.add_burst(5, source="test")
+    session.resume()
+    session.stop()
+    session.join(timeout=60)
+    assert isinstance(seen[-1], RunFinished) and seen[-1].reason == "stopped"
+    bursts = [i for i in seen if isinstance(i, Arrivals) and i.source == "burst"]
+    assert len(bursts) == 1 and len(bursts[0].request_ids) == 5
+    assert bursts[0].step == 11  # applied at the boundary after the pause, before the stop
+
+
+def test_max_steps_stops_cleanly(demo_run):
+    items = demo_run("strict", max_steps=50)
+    assert len(steps(items)) == 50
+    assert items[-1].reason == "max_steps" and items[-1].steps == 50

@@ -1,0 +1,172 @@
+"""Each policy's rule, on hand-built states of a real vLLM 0.5 Scheduler, and as a pure function.
+
+The scheduler states are made with vLLM's own public pieces (Sequence, SequenceGroup, the block
+manager's allocate / swap_out); `Scheduler.schedule()` then runs vLLM's real chunked-prefill
+code with the observatory's hook attached.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from vllm.config import CacheConfig, SchedulerConfig
+from vllm.core.scheduler import Scheduler
+from vllm.sampling_params import SamplingParams
+from vllm.sequence import Logprob, Sequence, SequenceGroup, SequenceStatus
+
+from engine import vllm_hooks
+from engine.errors import ConfigError
+from engine.policy import (Policy, PrefillGate, next_policy, parse_policy, withholds_prefills)
+
+BLOCK = 4
+_ids = itertools.count()
+
+
+def make_scheduler(gpu_blocks: int = 8, cpu_blocks: int = 8) -> Scheduler:
+    scheduler_config = SchedulerConfig(max_num_batched_tokens=64, max_num_seqs=16,
+                                       max_model_len=64, enable_chunked_prefill=True)
+    cache_config = CacheConfig(block_size=BLOCK, gpu_memory_utilization=1.0, swap_space=1,
+                               cache_dtype="auto")
+    cache_config.num_gpu_blocks = gpu_blocks
+    cache_config.num_cpu_blocks = cpu_blocks
+    return Scheduler(scheduler_config, cache_config, None)
+
+
+def make_group(request_id: str, prompt_len: int, arrival: float) -> SequenceGroup:
+    inputs = {"prompt_token_ids": list(range(prompt_len)), "prompt": None,
+              "multi_modal_data": None}
+    seq = Sequence(next(_ids), inputs, BLOCK)
+    return SequenceGroup(request_id, [seq], arrival_time=arrival,
+                         sampling_params=SamplingParams(max_tokens=32))
+
+
+def put_running_in_decode(scheduler: Scheduler, group: SequenceGroup) -> None:
+    """Prompt computed, one token generated: the group's next step is a decode."""
+    scheduler.block_manager.allocate(group)
+    for seq in group.get_seqs():
+        seq.status = SequenceStatus.RUNNING
+        seq.data.update_num_computed_tokens(seq.get_len())
+        seq.append_token_id(7, {7: Logprob(0.0)})
+    scheduler.running.append(group)
+
+
+def put_swapped(scheduler: Scheduler, group: SequenceGroup) -> None:
+    put_running_in_decode(scheduler, group)
+    scheduler.running.remove(group)
+    scheduler.block_manager.swap_out(group)
+    for seq in group.get_seqs():
+        seq.status = SequenceStatus.SWAPPED
+    scheduler.swapped.append(group)
+
+
+def starved_state() -> Scheduler:
+    """The seed's situation in miniature, with 8 GPU and 8 CPU blocks of 4 tokens:
+
+    - A: running decode, 13 tokens in 3 blocks, needs a 4th block this step;
+    - S: swapped out, a 20-token prompt in 5 CPU blocks (62.5% of the CPU cache) plus one
+      generated token; swapping it back needs 6 free GPU blocks (vLLM reserves one per sequence),
+      and only 4 are left after A's append, so it stays swapped;
+    - W: waiting, a 4-token prompt that fits in the free GPU blocks.
+    """
+    scheduler = make_scheduler()
+    put_running_in_decode(scheduler, make_group("A", 12, arrival=0.0))
+    put_swapped(scheduler, make_group("S", 20, arrival=1.0))
+    scheduler.add_seq_group(make_group("W", 4, arrival=2.0))
+    return scheduler
+
+
+def scheduled_prefills(scheduler: Scheduler, policy: str) -> tuple[list[str], vllm_hooks.StepCapture]:
+    hook = vllm_hooks.attach(scheduler, policy)
+    _, outputs = scheduler.schedule()
+    prefills = [s.seq_group.request_id
+                for s in outputs.scheduled_seq_groups[:outputs.num_prefill_groups]]
+    return prefills, hook.current
+
+
+def test_state_is_as_described():
+    scheduler = starved_state()
+    _, capture = scheduled_prefills(scheduler, "off")
+    assert capture.swapped_in == [] and capture.still_swapped == 1
+    assert [g.request_id for g in scheduler.swapped] == ["S"]
+    assert vllm_hooks.cpu_usage(scheduler) == pytest.approx(5 / 8)
+
+
+@pytest.mark.parametrize("policy, admitted", [
+    ("off", True),  # vLLM 0.5.0.post1: the new prefill goes in although S is swapped (#5578)
+    ("strict", False),  # PR #13539: nothing new while anything is swapped
+    ("watermark:0.5", False),  # CPU cache 62.5% >= 50%
+    ("watermark:0.9", True),  # 62.5% < 90%
+])
+def test_policies_on_a_starved_scheduler(policy, admitted):
+    prefills, capture = scheduled_prefills(starved_state(), policy)
+    assert ("W" in prefills) is admitted
+    assert capture.withheld is (not admitted)
+    assert capture.held_back == (0 if admitted else 1)
+
+
+@pytest.mark.parametrize("policy", ["off", "strict", "watermark:0.5"])
+def test_no_policy_withholds_when_nothing_is_swapped(policy):
+    scheduler = make_scheduler()
+    put_running_in_decode(scheduler, make_group("A", 12, arrival=0.0))
+    scheduler.add_seq_group(make_group("W", 4, arrival=2.0))
+    prefills, capture = scheduled_prefills(scheduler, policy)
+    assert prefills == ["W"] and not capture.withheld
+
+
+def test_policy_change_applies_at_the_next_schedule_call():
+    scheduler = starved_state()
+    hook = vllm_hooks.attach(scheduler, "off")
+    hook.set_policy("strict", source="test")
+    assert hook.policy == Policy("off")  # not yet: no step boundary has passed
+    _, outputs = scheduler.schedule()
+    assert hook.policy == Policy("strict") and hook.current.withheld
+    assert [(step, str(old), str(new), src) for step, old, new, src in hook.changes] == [
+        (0, "off", "strict", "test")]
+
+
+def test_detach_restores_the_scheduler():
+    scheduler = starved_state()
+    hook = vllm_hooks.attach(scheduler, "strict")
+    hook.detach()
+    assert "schedule" not in vars(scheduler)
+    _, outputs = scheduler.schedule()
+    assert "W" in [s.seq_group.request_id
+                   for s in outputs.scheduled_seq_groups[:outputs.num_prefill_groups]]
+
+
+def test_attaching_twice_is_refused():
+    scheduler = make_scheduler()
+    vllm_hooks.attach(scheduler)
+    with pytest.raises(RuntimeError, match="already"):
+        vllm_hooks.attach(scheduler)
+
+
+# --------------------------------------------------------------------- the pure rule
+@pytest.mark.parametrize("gate, strict, wm50", [
+    (PrefillGate(0, 0, 0.0), False, False),
+    (PrefillGate(1, 0, 0.0), True, False),  # preempted this step
+    (PrefillGate(0, 3, 0.2), True, False),  # still swapped after swap-in
+    (PrefillGate(0, 0, 0.5), False, True),  # exactly at the watermark withholds
+    (PrefillGate(0, 2, 0.49), True, False),
+])
+def test_rule(gate, strict, wm50):
+    assert withholds_prefills(Policy("off"), gate) is False
+    assert withholds_prefills(Policy("strict"), gate) is strict
+    assert withholds_prefills(Policy("watermark", 0.5), gate) is wm50
+
+
+def test_parse_and_cycle():
+    assert parse_policy("watermark") == Policy("watermark", 0.5)
+    assert str(parse_policy("WATERMARK:0.25")) == "watermark:0.25"
+    assert [str(p) for p in itertools.islice(_cycle(Policy("off")), 4)] == [
+        "strict", "watermark:0.5", "off", "strict"]
+    for bad in ("fast", "watermark:0", "watermark:1.5", "watermark:x", "strict:0.5", ""):
+        with pytest.raises(ConfigError):
+            parse_policy(bad)
+
+
+def _cycle(policy):
+    while True:
+        policy = next_policy(policy)
+        yield policy
