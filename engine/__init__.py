@@ -19,3 +19,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from engine import logs as _logs  # noqa: E402  (must run before anything imports vllm)
 
 _logs.install()
+
+
+def __getattr__(name: str):
+    """`engine.attach(scheduler, policy="off")` without importing vLLM until it is used."""
+    if name == "attach":
+        from engine.vllm_hooks import attach
+
+        return attach
+    raise AttributeError(f"module 'engine' has no attribute {name!r}")

@@ -20,7 +20,7 @@ import msgspec
 SCHEMA_VERSION = 1
 
 
-class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True):
+class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=False):
     """What one `LLMEngine.step()` decided and left behind.
 
     Queue sizes and block counts are read at the end of the step, the moment vLLM reads its own
@@ -72,7 +72,7 @@ class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True):
         return 100.0 * self.cpu_used / self.cpu_total if self.cpu_total else 0.0
 
 
-class Arrivals(msgspec.Struct, tag="arrivals", tag_field="kind", kw_only=True):
+class Arrivals(msgspec.Struct, tag="arrivals", tag_field="kind", kw_only=True, gc=False):
     """Requests handed to the engine just before `step` runs."""
 
     step: int
@@ -83,7 +83,7 @@ class Arrivals(msgspec.Struct, tag="arrivals", tag_field="kind", kw_only=True):
     arrival_s: list[float]  # each request's simulated arrival time (<= sim_s)
 
 
-class PolicyChanged(msgspec.Struct, tag="policy", tag_field="kind", kw_only=True):
+class PolicyChanged(msgspec.Struct, tag="policy", tag_field="kind", kw_only=True, gc=False):
     """The fix policy changed; `step` is the first step the new policy governs."""
 
     step: int
@@ -92,7 +92,7 @@ class PolicyChanged(msgspec.Struct, tag="policy", tag_field="kind", kw_only=True
     source: str  # "cli", "toggle-at", "tui", "api", "verify"
 
 
-class EngineAborted(msgspec.Struct, tag="abort", tag_field="kind", kw_only=True):
+class EngineAborted(msgspec.Struct, tag="abort", tag_field="kind", kw_only=True, gc=False):
     """vLLM raised out of `step()`; this record stands for the aborting step.
 
     The counts are the scheduler's state when it raised, so the screen and the recording show
@@ -121,7 +121,7 @@ class EngineAborted(msgspec.Struct, tag="abort", tag_field="kind", kw_only=True)
         return 100.0 * self.gpu_used / self.gpu_total if self.gpu_total else 0.0
 
 
-class LogLine(msgspec.Struct, tag="log", tag_field="kind", kw_only=True):
+class LogLine(msgspec.Struct, tag="log", tag_field="kind", kw_only=True, gc=False):
     """A line vLLM logged, captured so it never reaches the terminal directly."""
 
     step: int
@@ -131,7 +131,7 @@ class LogLine(msgspec.Struct, tag="log", tag_field="kind", kw_only=True):
     repeats: int = 1  # identical consecutive lines are folded into one
 
 
-class RunFinished(msgspec.Struct, tag="end", tag_field="kind", kw_only=True):
+class RunFinished(msgspec.Struct, tag="end", tag_field="kind", kw_only=True, gc=False):
     """The stream is over. `steps` counts completed steps (the aborting step not included)."""
 
     steps: int

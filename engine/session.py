@@ -228,17 +228,23 @@ class Session:
         assert built is not None
         params = SamplingParams(n=self.spec.n, max_tokens=self.spec.max_tokens,
                                 stop_token_ids=list(built.stop_token_ids))
+        waiting = built.engine.scheduler.waiting
+        prompt_tokens: list[int] = []
         for request in requests:
             stamp = max(request.arrival_s, self._last_stamp + _ARRIVAL_TIEBREAK_S)
             self._last_stamp = stamp
             if built.text_prompts and request.prompt_text is not None:
-                inputs = {"prompt": request.prompt_text}
+                built.engine.add_request(request.request_id, {"prompt": request.prompt_text},
+                                         params, arrival_time=stamp)
+                prompt_tokens.append(len(waiting[-1].prompt_token_ids))  # vLLM's tokenization
             else:
-                inputs = {"prompt_token_ids": request.prompt_token_ids}
-            built.engine.add_request(request.request_id, inputs, params, arrival_time=stamp)
+                built.engine.add_request(request.request_id,
+                                         {"prompt_token_ids": request.prompt_token_ids}, params,
+                                         arrival_time=stamp)
+                prompt_tokens.append(len(request.prompt_token_ids))
         self._emit(Arrivals(step=step, sim_s=sim_s, source=source,
                             request_ids=[r.request_id for r in requests],
-                            prompt_tokens=[len(r.prompt_token_ids) for r in requests],
+                            prompt_tokens=prompt_tokens,
                             arrival_s=[r.arrival_s for r in requests]))
 
     def _abort_record(self, step: int, sim_s: float, exc: Exception) -> EngineAborted:

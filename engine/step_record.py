@@ -2,7 +2,7 @@
 
 Called once per step, right after `LLMEngine.step()` returns: the moment vLLM has just read its
 own `Stats` (in `do_log_stats`), so queue sizes and block counts here equal vLLM's metrics. The
-token counts follow `LLMEngine._get_stats`: prompt tokens are the prefill chunks; generated
+token counts follow how vLLM computes its own Stats: prompt tokens are the prefill chunks; generated
 tokens are the decode sequences plus the first token of every prefill that completed.
 """
 

@@ -12,8 +12,8 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")]
 
 
-def test_gpu_demo_runs_a_real_model(demo_run):  # noqa: ARG001 (same fixture family)
-    from tests.conftest import run_items
+def test_gpu_demo_runs_a_real_model():
+    from conftest import run_items
 
     spec = preset_spec("demo", backend="gpu", policy="strict", max_steps=50)
     items = run_items(spec)
@@ -23,7 +23,7 @@ def test_gpu_demo_runs_a_real_model(demo_run):  # noqa: ARG001 (same fixture fam
 
 
 def test_gpu_seed_prompts_are_tokenized_by_vllm():
-    from tests.conftest import run_items
+    from conftest import run_items
 
     items = run_items(preset_spec("seed-5578", backend="gpu", requests=16, max_steps=20))
     steps = [i for i in items if isinstance(i, StepRecord)]

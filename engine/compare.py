@@ -1,0 +1,151 @@
+"""`observatory compare`: a few numbers per run, side by side, and one plot of CPU KV usage.
+
+The metrics are the ones issue #5578 is about (how full the swap space got, whether and when
+vLLM aborted, what the fix costs in throughput and latency), all in *simulated* time so that
+runs made on different machines, or under a loaded TUI, compare fairly.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+from typing import Sequence
+
+import msgspec
+
+from engine.reader import Recording
+from engine.records import StepRecord
+
+
+class RunMetrics(msgspec.Struct, kw_only=True):
+    name: str  # the recording's file name
+    policy: str  # the policy the run started with, plus any it switched to ("off>strict")
+    steps: int
+    end: str | None  # RunFinished.reason, None if the recording was cut
+    peak_cpu_kv_pct: float
+    peak_swapped: int
+    abort_step: int | None
+    throughput_tok_s: float | None  # generated tokens per simulated second
+    ttft_mean_s: float | None  # simulated seconds from arrival to the first token
+    ttft_p99_s: float | None
+    withheld_steps: int  # steps in which the policy withheld new prefills
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile: a value that actually occurred, no interpolation."""
+    rank = max(1, math.ceil(q / 100.0 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def run_metrics(recording: Recording) -> RunMetrics:
+    steps: list[StepRecord] = recording.steps
+    arrival_s: dict[str, float] = {}
+    for arrivals in recording.arrivals:
+        arrival_s.update(zip(arrivals.request_ids, arrivals.arrival_s))
+    ttfts: list[float] = []
+    peak_cpu, peak_swapped, generated, withheld = 0.0, 0, 0, 0
+    for s in steps:
+        peak_cpu = max(peak_cpu, s.cpu_pct)
+        peak_swapped = max(peak_swapped, s.swapped)
+        generated += s.generated_tokens
+        withheld += s.withheld
+        for rid in s.first_tokens:
+            if rid in arrival_s:
+                ttfts.append(s.sim_s - arrival_s[rid])
+    abort = recording.abort
+    if abort is not None:  # the aborting moment is the fullest the swap space got
+        peak_cpu = max(peak_cpu, abort.cpu_pct)
+        peak_swapped = max(peak_swapped, abort.swapped)
+    sim_s = steps[-1].sim_s if steps else 0.0
+    ttfts.sort()
+    policies = [str(recording.header.spec.get("policy", steps[0].policy if steps else "?"))]
+    policies += [change.new for change in recording.policy_changes]
+    return RunMetrics(
+        name=os.path.basename(recording.path),
+        policy=">".join(policies),
+        steps=len(steps),
+        end=recording.finished.reason if recording.finished else None,
+        peak_cpu_kv_pct=round(peak_cpu, 2),
+        peak_swapped=peak_swapped,
+        abort_step=abort.step if abort else None,
+        throughput_tok_s=round(generated / sim_s, 1) if sim_s > 0 else None,
+        ttft_mean_s=round(sum(ttfts) / len(ttfts), 4) if ttfts else None,
+        ttft_p99_s=round(_percentile(ttfts, 99), 4) if ttfts else None,
+        withheld_steps=withheld,
+    )
+
+
+def compare_json(metrics: Sequence[RunMetrics]) -> str:
+    return msgspec.json.format(msgspec.json.encode(list(metrics)), indent=2).decode()
+
+
+_ROWS: tuple[tuple[str, str], ...] = (
+    ("policy", "policy"),
+    ("steps", "steps"),
+    ("end", "end"),
+    ("peak CPU KV %", "peak_cpu_kv_pct"),
+    ("peak swapped", "peak_swapped"),
+    ("abort step", "abort_step"),
+    ("gen tok/s (sim)", "throughput_tok_s"),
+    ("TTFT mean s (sim)", "ttft_mean_s"),
+    ("TTFT p99 s (sim)", "ttft_p99_s"),
+    ("prefill-withheld steps", "withheld_steps"),
+)
+
+
+def format_table(metrics: Sequence[RunMetrics]) -> str:
+    """Metrics as rows, runs as columns: reads across, whatever the number of runs."""
+    cells = [["", *(m.name for m in metrics)]]
+    for label, field in _ROWS:
+        row = [label]
+        for m in metrics:
+            value = getattr(m, field)
+            row.append("-" if value is None else f"{value:,}" if isinstance(value, int) else
+                       str(value))
+        cells.append(row)
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    lines = []
+    for n, row in enumerate(cells):
+        first = row[0].ljust(widths[0])
+        rest = [cell.rjust(width) for cell, width in zip(row[1:], widths[1:])]
+        lines.append("  ".join([first, *rest]).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def cpu_kv_plot(recordings: Sequence[Recording], names: Sequence[str],
+                width: int | None = None, height: int = 20, color: bool | None = None) -> str:
+    """One plotext chart of CPU KV % over steps, one line per run."""
+    import plotext as plt
+
+    if width is None:
+        width = min(shutil.get_terminal_size((100, 24)).columns, 160)
+    if color is None:
+        color = sys.stdout.isatty()
+    plt.clear_figure()
+    plt.plot_size(width, height)
+    markers = ("braille", "x", "+", "o", "*", "#")  # without colour, lines differ by marker
+    for i, (recording, name) in enumerate(zip(recordings, names)):
+        if recording.steps:
+            xs = [float(s.step) for s in recording.steps]
+            marker = None if color else markers[i % len(markers)]
+            plt.plot(xs, recording.series("cpu_pct"), label=name, marker=marker)
+    plt.title("CPU KV-cache usage (%) by step")
+    plt.xlabel("step")
+    plt.ylim(0, 100)
+    if not color:
+        plt.theme("clear")
+    text = plt.build()
+    plt.clear_figure()
+    return text if color else plt.uncolorize(text)
+
+
+def compare_text(metrics: Sequence[RunMetrics], recordings: Sequence[Recording],
+                 plot: bool = True) -> str:
+    text = format_table(metrics)
+    if plot:
+        text += "\n\n" + cpu_kv_plot(recordings, [m.name for m in metrics])
+    return text

@@ -1,0 +1,178 @@
+"""Write a session's stream to disk as JSON Lines, crash-safe.
+
+Why it looks like this:
+
+- One JSON line per record (msgspec, no pickle), so `jq` reads a recording without us.
+- `.zst` files are a *stream of complete zstd frames*, one per flush. Any prefix of the file that
+  ends on a frame boundary decodes on its own, so a `kill -9` of the writer loses only what was
+  still buffered, and a reader (or `--follow`) sees everything flushed so far.
+- The engine thread calls `write()` once per record, so it only encodes and appends to a buffer;
+  the disk is touched at most every `FLUSH_INTERVAL_S` seconds, plus at the end of the stream.
+- A flush checked only on `write()` would leave records in memory while the engine is paused or
+  stuck in a long step, so a small daemon thread also flushes whatever has waited for
+  `FLUSH_INTERVAL_S`. `flush()` is thread-safe; anyone may call it.
+- A failing disk or a closed pipe must not kill a live session: the first OSError is kept in
+  `error`, recording stops, and whoever owns the recorder reports it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+from engine.records import EngineAborted, Header, Record, RunFinished, encode
+
+FLUSH_INTERVAL_S = 0.5
+ZSTD_LEVEL = 3
+RECORDINGS_DIR = "recordings"
+
+
+def default_recording_path(spec: Any, now: datetime | None = None) -> Path:
+    """`recordings/<UTC %Y%m%dT%H%M%SZ>-<preset>-<policy>.jsonl.zst`, relative to the cwd.
+
+    `spec` is an engine.spec.RunSpec (only `.preset` and `.policy` are read). ':' in a policy
+    ("watermark:0.5") becomes '_' so the name is a valid file name everywhere. Two runs started
+    in the same second must not overwrite each other, so an existing name gets `-2`, `-3`...
+    """
+    stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stem = f"{stamp}-{spec.preset}-{str(spec.policy).replace(':', '_')}"
+    path = Path(RECORDINGS_DIR) / f"{stem}.jsonl.zst"
+    n = 1
+    while path.exists():
+        n += 1
+        path = Path(RECORDINGS_DIR) / f"{stem}-{n}.jsonl.zst"
+    return path
+
+
+class Recorder:
+    """Append a Header and then Records to a path ("-" is stdout).
+
+    `Recorder(path, header)` writes the header at once (so a follower sees it immediately);
+    `Recorder(path)` waits for the header to arrive through `sink()`, which is the form a
+    `Session.subscribe(rec.sink)` wants since a session's first item is its Header.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], header: Header | None = None,
+                 *, flush_interval_s: float = FLUSH_INTERVAL_S,
+                 background_flush: bool = True) -> None:
+        self.path: str = str(path)
+        self.bytes_written: int = 0
+        self.records_written: int = 0
+        self.error: OSError | None = None
+        self.header_written = False
+        self._interval = flush_interval_s
+        self._lock = threading.Lock()
+        self._buf: list[bytes] = []
+        self._closed = False
+        self._last_flush = time.monotonic()
+        self._compressor: Any = None
+        self._file: IO[bytes]
+        self._owns_file = True
+        if self.path == "-":
+            self._file = sys.stdout.buffer
+            self._owns_file = False
+        else:
+            target = Path(self.path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(target, "wb")  # noqa: SIM115 (closed in close())
+            if self.path.endswith(".zst"):
+                import zstandard  # imported here: plain recordings and stdout do not need it
+
+                self._compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
+        if header is not None:
+            self._write_header(header)
+        self._stop = threading.Event()
+        if background_flush:
+            threading.Thread(target=self._flush_loop, name="observatory-recorder-flush",
+                             daemon=True).start()
+
+    # ---- the engine thread's side -------------------------------------------------------
+
+    def sink(self, item: Header | Record) -> None:
+        """Session subscriber: writes the first Header it sees, then every Record."""
+        if isinstance(item, Header):
+            if not self.header_written:
+                self._write_header(item)
+            return
+        self.write(item)
+
+    def write(self, item: Record) -> None:
+        """Encode and buffer one record; flush if the last flush is FLUSH_INTERVAL_S old."""
+        if self._closed or self.error is not None:
+            return
+        line = encode(item) + b"\n"
+        with self._lock:
+            self._buf.append(line)
+            self.records_written += 1
+            # The end of a stream is worth a flush at once: it is what a follower waits for.
+            if (isinstance(item, (RunFinished, EngineAborted))
+                    or time.monotonic() - self._last_flush >= self._interval):
+                self._flush_locked()
+
+    # ---- anyone's side --------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write buffered records now (one zstd frame) and flush the OS file. Thread-safe."""
+        with self._lock:
+            self._flush_locked()
+
+    def close(self) -> None:
+        """Flush and close. Idempotent; never raises for a disk error (see `error`)."""
+        self._stop.set()
+        with self._lock:
+            if self._closed:
+                return
+            self._flush_locked()
+            self._closed = True
+            if self._owns_file:
+                try:
+                    self._file.close()
+                except OSError as exc:
+                    self.error = self.error or exc
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- internals ------------------------------------------------------------------------
+
+    def _flush_loop(self) -> None:
+        """Flush what has waited FLUSH_INTERVAL_S, whether or not the engine writes more."""
+        while not self._stop.wait(self._interval / 2):
+            with self._lock:
+                if self._buf and time.monotonic() - self._last_flush >= self._interval:
+                    self._flush_locked()
+
+    def _write_header(self, header: Header) -> None:
+        with self._lock:
+            if self.header_written:
+                return
+            self._buf.insert(0, encode(header) + b"\n")
+            self.header_written = True
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        self._last_flush = time.monotonic()
+        if not self.header_written:  # a recording must start with its header: wait for it
+            return
+        if not self._buf or self._closed or self.error is not None:
+            self._buf.clear()
+            return
+        data = b"".join(self._buf)
+        self._buf.clear()
+        if self._compressor is not None:
+            data = self._compressor.compress(data)  # one complete frame per flush
+        try:
+            self._file.write(data)
+            self._file.flush()
+        except OSError as exc:  # full disk, closed pipe: stop recording, keep the session alive
+            self.error = exc
+            return
+        self.bytes_written += len(data)

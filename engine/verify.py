@@ -1,0 +1,235 @@
+"""`observatory verify`: re-run a recording on the sim backend and check every decision.
+
+A sim run is deterministic for a given spec (the fake executor's tokens, the workload and the
+cost model are all seeded), so a recording is a regression test for the scheduler: rebuild the
+spec from the header, apply the recorded policy changes at their recorded steps and re-issue the
+recorded bursts before theirs, then compare the re-run's stream with the file as it is produced.
+Wall-clock fields are the only ones allowed to differ. The first difference stops the re-run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, TextIO
+
+import msgspec
+
+from engine.errors import ConfigError
+from engine.reader import Recording, load
+from engine.records import Arrivals, EngineAborted, Header, PolicyChanged, RunFinished, StepRecord
+
+_IGNORED_FIELDS = frozenset({"wall_s"})
+
+
+class VerifyResult(msgspec.Struct, kw_only=True):
+    ok: bool
+    message: str  # one line: what matched, or the first difference
+    steps_checked: int
+    diff_step: int | None = None
+    diff_field: str | None = None
+
+
+def _first_diff(recorded: msgspec.Struct, rerun: msgspec.Struct) -> tuple[str, Any, Any] | None:
+    for name in recorded.__struct_fields__:
+        if name in _IGNORED_FIELDS:
+            continue
+        a, b = getattr(recorded, name), getattr(rerun, name)
+        if a != b:
+            return name, a, b
+    return None
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def rerun_spec(recording: Recording) -> Any:
+    """The recording's RunSpec on the sim backend, with recorded policy changes as toggles and a
+    step limit that stops the re-run where the recording stopped (one step later for runs that
+    ended on their own, so a re-run that would go on is caught)."""
+    from engine.spec import RunSpec
+
+    header = recording.header
+    name = recording.path
+    if header.backend != "sim":
+        raise ConfigError(f"{name}: recorded on the {header.backend} backend: a real model's "
+                          f"decisions cannot be reproduced by the sim backend; verify only "
+                          f"sim recordings")
+    if header.starts_at_step > 0:
+        raise ConfigError(f"{name}: recording starts at step {header.starts_at_step} (switched on "
+                          f"mid-run), so the run cannot be rebuilt from its header; record from "
+                          f"the start to verify")
+    if not recording.steps and recording.abort is None:
+        raise ConfigError(f"{name}: holds no steps: nothing to verify")
+    spec = RunSpec.from_dict(header.spec)
+    toggles = [(change.step, change.new) for change in recording.policy_changes]
+    if recording.abort is not None:
+        max_steps = recording.abort.step + 1
+    elif recording.finished is not None and recording.finished.reason == "completed":
+        max_steps = len(recording.steps) + 1
+    else:
+        max_steps = len(recording.steps)
+    return msgspec.structs.replace(spec, backend="sim", toggles=toggles, max_steps=max_steps)
+
+
+class _Checker:
+    """Session sink: compares each re-run item with the recording as it arrives."""
+
+    def __init__(self, recording: Recording, session: Any, progress: TextIO | None) -> None:
+        self.recording = recording
+        self.limit: int = session.spec.max_steps
+        self.session = session
+        self.progress = progress
+        self.bursts: dict[int, list[int]] = {}
+        for arrivals in recording.arrivals:
+            if arrivals.source == "burst":
+                self.bursts.setdefault(arrivals.step, []).append(len(arrivals.request_ids))
+        self.arrivals = recording.arrivals
+        self.changes = recording.policy_changes
+        self.n_arrivals = 0
+        self.n_changes = 0
+        self.steps = 0
+        self.abort: EngineAborted | None = None
+        self.end: RunFinished | None = None
+        self.failure: VerifyResult | None = None
+        self._last_progress = time.monotonic()
+
+    def fail(self, step: int | None, field: str | None, message: str) -> None:
+        if self.failure is None:
+            self.failure = VerifyResult(ok=False, message=message, steps_checked=self.steps,
+                                        diff_step=step, diff_field=field)
+            self.session.stop()
+
+    def issue_bursts(self, step: int) -> None:
+        for size in self.bursts.get(step, ()):
+            self.session.add_burst(size, source="verify")
+
+    def __call__(self, item: Header | Any) -> None:
+        if self.failure is not None:
+            return
+        kind = type(item)
+        if kind is StepRecord:
+            self.check_step(item)
+            self.issue_bursts(item.step + 1)  # applied at the next boundary, before that step
+        elif kind is Arrivals:
+            self.check_event(item, self.arrivals, "n_arrivals", "arrivals")
+        elif kind is PolicyChanged:
+            self.check_event(item, self.changes, "n_changes", "policy change")
+        elif kind is EngineAborted:
+            self.check_abort(item)
+        elif kind is RunFinished:
+            self.end = item
+
+    def check_step(self, step: StepRecord) -> None:
+        recorded = self.recording.steps
+        n = step.step
+        if n >= len(recorded):
+            abort = self.recording.abort
+            if abort is not None and abort.step == n:
+                self.fail(n, "abort", f"step {n}: the recording aborted here ({abort.message}), "
+                                      f"the re-run completed the step")
+            else:
+                self.fail(n, None, f"step {n}: the re-run went on, the recording has "
+                                   f"{len(recorded)} steps")
+            return
+        diff = _first_diff(recorded[n], step)
+        if diff is not None:
+            field, a, b = diff
+            self.fail(n, field, f"step {n}: field {field} differs: recorded {_short(a)}, "
+                                f"re-run {_short(b)}")
+            return
+        self.steps = n + 1
+        if self.progress is not None and time.monotonic() - self._last_progress >= 1.0:
+            self._last_progress = time.monotonic()
+            self.progress.write(f"verify: step {n} of {len(recorded)} matches\n")
+            self.progress.flush()
+
+    def check_event(self, item: Any, recorded: list[Any], counter: str, what: str) -> None:
+        i = getattr(self, counter)
+        setattr(self, counter, i + 1)
+        if i >= len(recorded):
+            self.fail(item.step, what, f"step {item.step}: the re-run has a {what} the recording "
+                                       f"lacks ({_short(item)})")
+            return
+        fields = (("step", "old", "new") if what == "policy change" else
+                  ("step", "source", "request_ids", "prompt_tokens", "arrival_s", "sim_s"))
+        for field in fields:
+            a, b = getattr(recorded[i], field), getattr(item, field)
+            if a != b:
+                self.fail(item.step, f"{what}.{field}",
+                          f"step {item.step}: {what} field {field} differs: recorded "
+                          f"{_short(a)}, re-run {_short(b)}")
+                return
+
+    def check_abort(self, abort: EngineAborted) -> None:
+        self.abort = abort
+        recorded = self.recording.abort
+        if recorded is None:
+            self.fail(abort.step, "abort", f"step {abort.step}: the re-run aborted "
+                                           f"({abort.message}), the recording did not")
+            return
+        diff = _first_diff(recorded, abort)
+        if diff is not None:
+            field, a, b = diff
+            self.fail(abort.step, f"abort.{field}", f"step {abort.step}: abort field {field} "
+                                                    f"differs: recorded {_short(a)}, re-run "
+                                                    f"{_short(b)}")
+
+    def result(self) -> VerifyResult:
+        if self.failure is not None:
+            return self.failure
+        rec = self.recording
+        if rec.abort is not None and self.abort is None:
+            return VerifyResult(ok=False, steps_checked=self.steps, diff_step=rec.abort.step,
+                                diff_field="abort",
+                                message=f"step {rec.abort.step}: the recording aborted "
+                                        f"({rec.abort.message}), the re-run did not")
+        if self.steps < len(rec.steps):
+            reason = self.end.reason if self.end else "?"
+            return VerifyResult(ok=False, steps_checked=self.steps, diff_step=self.steps,
+                                diff_field="steps",
+                                message=f"step {self.steps}: the re-run ended ({reason}), the "
+                                        f"recording has {len(rec.steps)} steps")
+        # Events recorded at or after the step limit (a cut recording) are not re-run.
+        expected = {what: sum(1 for e in events if e.step < self.limit)
+                    for what, events in (("arrivals", self.arrivals),
+                                         ("policy changes", self.changes))}
+        missing = [what for what, seen in (("arrivals", self.n_arrivals),
+                                           ("policy changes", self.n_changes))
+                   if seen < expected[what]]
+        if missing:
+            return VerifyResult(ok=False, steps_checked=self.steps, diff_field=missing[0],
+                                message=f"the re-run has fewer {missing[0]} than the recording")
+        abort = f", abort at step {rec.abort.step} matches" if rec.abort else ""
+        return VerifyResult(ok=True, steps_checked=self.steps,
+                            message=f"{os.path.basename(rec.path)}: all {self.steps} steps "
+                                    f"match{abort}")
+
+
+def verify(recording: Recording, progress: TextIO | None = None) -> VerifyResult:
+    """Re-run `recording` on the sim backend and compare; never raises for a mismatch."""
+    from engine.session import Session  # imports vLLM: only verify pays for it
+
+    spec = rerun_spec(recording)
+    session = Session(spec)
+    checker = _Checker(recording, session, progress)
+    session.subscribe(checker)
+    session.prepare()
+    header = session.header
+    if progress is not None and header is not None:
+        if header.vllm_version != recording.header.vllm_version:
+            progress.write(f"note: recorded with vLLM {recording.header.vllm_version}, "
+                           f"re-running with {header.vllm_version}\n")
+    checker.issue_bursts(0)
+    session.run()
+    return checker.result()
+
+
+def verify_file(path: str, progress: TextIO | None = None) -> VerifyResult:
+    recording = load(path)
+    if recording.truncated and progress is not None:
+        progress.write(f"note: {recording.path}: the last line was cut; verifying the "
+                       f"{len(recording)} steps before it\n")
+    return verify(recording, progress)
