@@ -1,0 +1,239 @@
+"""What the scheduler decided, one row per step, newest first.
+
+The table is a view over the RunView, not a copy of it: it draws (with Textual's line API)
+only the rows that fit on screen, ending at the step the screen shows (the newest one live, the
+cursor in replay), so a 100,000-step replay costs no more than a 100-step one and a live run
+adds no per-step UI work. DataTable was tried first: its per-cell rendering cost a large share
+of the GIL the engine thread needs.
+
+Keys: up/down/pageup/pagedown move the highlight (older rows scroll in), enter or a click
+chooses a row (StepSelected), escape (on the screen) returns to following.
+"""
+
+from __future__ import annotations
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.strip import Strip
+from textual.widget import Widget
+
+from engine.records import StepRecord
+from tui.messages import StepSelected
+from tui.run_view import RunView
+
+PREFILL_CHARS = 23
+# (title, width) per column; cells are cropped to their width. 94 columns in all: the table's
+# width at 160 columns.
+COLUMNS: tuple[tuple[str, int], ...] = (
+    ("step", 6), ("prefill req:tokens", PREFILL_CHARS + 2), ("dec g/s", 8),
+    ("swap out", 10), ("swap in", 9), ("recomp", 7), ("finished", 9),
+    ("tok/budget", 11), ("policy", 9),
+)
+HEADER_STYLE = Style(bold=True, underline=True)
+OUT_STYLE = Style(color="red", bold=True)
+HELD_STYLE = Style(color="yellow", bold=True)
+ZEBRA_STYLE = Style(bgcolor="grey11")
+CURSOR_STYLE = Style(reverse=True)
+CURSOR_BLUR_STYLE = Style(bgcolor="grey30")
+CACHE_LIMIT = 4000
+
+
+def _ids(ids: list[str], limit: int) -> str:
+    if not ids:
+        return ""
+    text = ",".join(ids)
+    return text if len(text) <= limit else f"{len(ids)}× {text}"[:limit]
+
+
+def prefill_cell(prefills: list[tuple[str, int]]) -> str:
+    """`request:tokens` chunks, truncated with a count of the rest."""
+    parts: list[str] = []
+    used = 0
+    for i, (rid, tokens) in enumerate(prefills):
+        part = f"{rid}:{tokens}"
+        if used + len(part) + 1 > PREFILL_CHARS - 4 and parts:
+            parts.append(f"+{len(prefills) - i}")
+            break
+        parts.append(part)
+        used += len(part) + 1
+    return " ".join(parts)
+
+
+def row_cells(s: StepRecord) -> list[tuple[str, Style | None]]:
+    """The cells of one row, uncropped, with an optional style each."""
+    widths = [w for _, w in COLUMNS]
+    return [
+        (str(s.step), None),
+        (prefill_cell(s.prefills), None),
+        (f"{s.decode_groups}/{s.decode_seqs}", None),
+        (_ids(s.swapped_out, widths[3] - 1), OUT_STYLE if s.swapped_out else None),
+        (_ids(s.swapped_in, widths[4] - 1), None),
+        (_ids(s.recomputed, widths[5] - 1), None),
+        (_ids(s.finished, widths[6] - 1), None),
+        (f"{s.batched_tokens}/{s.token_budget}", None),
+        ("✋ held" if s.withheld else s.policy[:widths[8] - 1],
+         HELD_STYLE if s.withheld else None),
+    ]
+
+
+def _segments(cells: list[tuple[str, Style | None]]) -> list[Segment]:
+    segments = []
+    for (text, style), (_, width) in zip(cells, COLUMNS):
+        segments.append(Segment(text[:width - 1].ljust(width), style))
+    return segments
+
+
+class DecisionsTable(Widget, can_focus=True):
+    """Rows of the RunView's steps, newest first, ending at the step the screen shows."""
+
+    DEFAULT_CSS = """
+    DecisionsTable {
+        height: 1fr;
+        width: 1fr;
+        border: round $primary;
+        border-title-color: $text;
+    }
+    DecisionsTable:focus {
+        border: round $accent;
+    }
+    """
+    BINDINGS = [
+        Binding("up", "move(1)", "newer", show=False),
+        Binding("down", "move(-1)", "older", show=False),
+        Binding("pageup", "page(1)", "page newer", show=False),
+        Binding("pagedown", "page(-1)", "page older", show=False),
+        Binding("enter", "choose", "show step", show=False),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._view: RunView | None = None
+        self._top = 0  # the step the screen shows: the newest row we may draw
+        self.anchor: int | None = None  # step on the first row; None: follow _top
+        self.cursor_step: int | None = None  # highlighted step; None: the first row
+        self._cache: dict[int, list[Segment]] = {}
+        self._header = Strip(_segments([(title, HEADER_STYLE) for title, _ in COLUMNS]))
+
+    def on_mount(self) -> None:
+        self.border_title = "decisions (newest first)"
+
+    # -- data -----------------------------------------------------------------------------
+
+    def show_until(self, view: RunView, step: int) -> None:
+        """Draw the rows ending at `step`. Cheap when nothing changed."""
+        if view is not self._view:
+            self._view, self._cache = view, {}
+            self.anchor = self.cursor_step = None
+        if not view.steps:
+            step = -1
+        if step != self._top or view is not self._view:
+            self._top = step
+            self.refresh()
+
+    def follow(self) -> None:
+        """Go back to showing the newest rows with the first one highlighted."""
+        self.anchor = self.cursor_step = None
+        self.refresh()
+
+    @property
+    def first_row_step(self) -> int:
+        return self._top if self.anchor is None else min(self.anchor, self._top)
+
+    @property
+    def highlighted(self) -> int:
+        return self.first_row_step if self.cursor_step is None else self.cursor_step
+
+    @property
+    def page_rows(self) -> int:
+        return max(1, self.size.height - 1)
+
+    def visible_steps(self) -> list[int]:
+        """Step numbers of the rows on screen, top to bottom (for tests and clicks)."""
+        view = self._view
+        if view is None or not view.steps or self._top < view.first_step:
+            return []
+        start = self.first_row_step
+        stop = max(view.first_step, start - self.page_rows + 1)
+        return list(range(start, stop - 1, -1))
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return container.height
+
+    # -- drawing --------------------------------------------------------------------------
+
+    def _row(self, number: int) -> list[Segment]:
+        segments = self._cache.get(number)
+        if segments is None:
+            assert self._view is not None
+            record = self._view.step(number)
+            segments = _segments(row_cells(record)) if record is not None else []
+            if number % 2:  # zebra stripes, styled once here rather than on every render
+                segments = list(Segment.apply_style(segments, post_style=ZEBRA_STYLE))
+            if len(self._cache) > CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[number] = segments
+        return segments
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y == 0:
+            return self._header.crop(0, width).extend_cell_length(width)
+        view = self._view
+        if view is None or not view.steps:
+            return Strip.blank(width)
+        number = self.first_row_step - (y - 1)
+        if number < view.first_step or number > view.last_step:
+            return Strip.blank(width)
+        segments = self._row(number)
+        style: Style | None = ZEBRA_STYLE if number % 2 else None
+        if number == self.highlighted:
+            style = CURSOR_STYLE if self.has_focus else CURSOR_BLUR_STYLE
+            segments = list(Segment.apply_style(segments, post_style=style))
+        return Strip(segments).crop(0, width).extend_cell_length(width, style)
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    # -- moving ---------------------------------------------------------------------------
+
+    def _move_to(self, step: int) -> None:
+        view = self._view
+        if view is None or not view.steps:
+            return
+        step = max(view.first_step, min(self._top, step))
+        self.cursor_step = step
+        first = self.first_row_step
+        if step > first:
+            self.anchor = step
+        elif step < first - self.page_rows + 1:
+            self.anchor = step + self.page_rows - 1
+        if self.anchor is not None and self.anchor >= self._top:
+            self.anchor = None
+        self.refresh()
+
+    def action_move(self, delta: int) -> None:
+        self._move_to(self.highlighted + delta)
+
+    def action_page(self, direction: int) -> None:
+        self._move_to(self.highlighted + direction * self.page_rows)
+
+    def action_choose(self) -> None:
+        if self._view is not None and self._view.steps:
+            self.post_message(StepSelected(self.highlighted))
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)  # inside the border
+        if offset is None or offset.y < 1:
+            return
+        rows = self.visible_steps()
+        index = offset.y - 1
+        if 0 <= index < len(rows):
+            event.stop()
+            self._move_to(rows[index])
+            self.post_message(StepSelected(rows[index]))

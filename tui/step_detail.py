@@ -1,0 +1,75 @@
+"""One step in full: every field of its StepRecord, with request ids spelled out.
+
+It follows the step the screen shows unless a table row was chosen, which pins it there.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from engine.records import StepRecord
+
+
+def _ids(ids: list[str], limit: int = 40) -> str:
+    if not ids:
+        return "—"
+    shown = ", ".join(ids[:limit])
+    return shown if len(ids) <= limit else f"{shown} … (+{len(ids) - limit})"
+
+
+class StepDetail(Static):
+    """The full record of one step."""
+
+    DEFAULT_CSS = """
+    StepDetail {
+        height: 15;
+        border: round $primary;
+        border-title-color: $text;
+        padding: 0 1;
+    }
+    """
+
+    def on_mount(self) -> None:
+        self.border_title = "step detail"
+        self._shown: tuple[int, bool] | None = None
+
+    def show(self, step: StepRecord | None, *, pinned: bool = False,
+             show_wall: bool = True) -> None:
+        key = (step.step if step is not None else -1, pinned)
+        if key == self._shown:
+            return
+        self._shown = key
+        self.border_title = f"step {step.step:,}{' (pinned, esc unpins)' if pinned else ''}" \
+            if step is not None else "step detail"
+        # Fixed height: skip the layout pass Static.update does by default.
+        self.update(self.describe(step, show_wall) if step is not None else "no steps yet",
+                    layout=False)
+
+    @staticmethod
+    def describe(s: StepRecord, show_wall: bool = True) -> Text:
+        t = Text()
+        t.append(f"policy {s.policy}   sim {s.sim_s:,.3f} s (+{s.sim_step_s * 1000:.1f} ms)")
+        if show_wall:
+            t.append(f"   wall {s.wall_s:,.2f} s")
+        t.append(f"\nqueues   running {s.running} ({s.running_seqs} seqs)  swapped {s.swapped}"
+                 f"  waiting {s.waiting}")
+        t.append(f"\nKV       GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
+                 f"CPU {s.cpu_used}/{s.cpu_total} ({s.cpu_pct:.1f}%)")
+        t.append(f"\ntokens   {s.batched_tokens}/{s.token_budget} batched  prompt "
+                 f"{s.prompt_tokens}  generated {s.generated_tokens}")
+        chunks = " ".join(f"{rid}:{n}" for rid, n in s.prefills) or "—"
+        t.append(f"\nprefill  {chunks}")
+        t.append(f"\ndecode   {s.decode_groups} groups / {s.decode_seqs} seqs")
+        t.append("\nswap out ")
+        t.append(_ids(s.swapped_out), "bold red" if s.swapped_out else "")
+        t.append(f"\nswap in  {_ids(s.swapped_in)}")
+        t.append(f"\nrecomp   {_ids(s.recomputed)}")
+        t.append(f"\nfinished {_ids(s.finished)}")
+        t.append(f"\nfirst tk {_ids(s.first_tokens)}")
+        if s.ignored:
+            t.append(f"\nignored  {_ids(s.ignored)}", "yellow")
+        if s.withheld:
+            t.append(f"\nthe policy withheld new prefills ({s.held_back} waiting held back)",
+                     "bold yellow")
+        return t
