@@ -4,7 +4,13 @@
    to a sink) against the same engine and workload driven bare, as vLLM's own examples drive
    it. Repetitions are interleaved so machine noise hits both sides alike; the ratio of the
    medians is printed (target >= 0.97).
-2. Wall time of `seed-5578` with policy off until vLLM aborts, and the step it aborts at.
+   Python's garbage collector dominates the noise: the seed's 10,000 requests put ~80,000
+   sequences in the heap, a full collection takes 0.2-0.8 s, and when one lands moves a
+   600-step run by +-30%. So the comparison is made twice: as is, and with the workload frozen
+   out of the collector (gc.freeze() after the step that admitted it, in both arms alike).
+2. The observatory's own cost per step, timed directly: the hook wrappers plus building the
+   StepRecord, against the whole step.
+3. Wall time of `seed-5578` with policy off until vLLM aborts, and the step it aborts at.
 
 Run: python bench/bench_engine.py [--steps N] [--reps R]
 """
@@ -12,6 +18,7 @@ Run: python bench/bench_engine.py [--steps N] [--reps R]
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -20,13 +27,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.backends import build_engine  # noqa: E402
-from engine.records import EngineAborted  # noqa: E402
+from engine.records import EngineAborted, StepRecord  # noqa: E402
 from engine.session import Session  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402
 from engine.workload import Workload  # noqa: E402
 
 
-def bare_steps_per_s(spec, steps: int) -> float:
+def _settle(freeze: bool) -> None:
+    if freeze:
+        gc.collect()
+        gc.freeze()
+
+
+def bare_steps_per_s(spec, steps: int, freeze: bool = False) -> float:
     """The unobserved engine: build, add the workload, call step() in a loop."""
     from vllm import SamplingParams
 
@@ -40,13 +53,16 @@ def bare_steps_per_s(spec, steps: int) -> float:
         engine.add_request(request.request_id, {"prompt_token_ids": request.prompt_token_ids},
                            params, arrival_time=last)
     engine.step()  # first step outside the timing on both sides
+    _settle(freeze)
     start = time.perf_counter()
     for _ in range(steps):
         engine.step()
-    return steps / (time.perf_counter() - start)
+    rate = steps / (time.perf_counter() - start)
+    gc.unfreeze()
+    return rate
 
 
-def observed_steps_per_s(spec, steps: int) -> float:
+def observed_steps_per_s(spec, steps: int, freeze: bool = False) -> float:
     """A Session: hook attached, a StepRecord built per step and handed to a sink."""
     session = Session(spec)
     session.prepare()
@@ -55,13 +71,41 @@ def observed_steps_per_s(spec, steps: int) -> float:
 
     def sink(item) -> None:
         records.append(item)
-        step = getattr(item, "step", None)
-        if step in (0, steps) and type(item).__name__ == "StepRecord":
-            marks[step] = time.perf_counter()
+        if isinstance(item, StepRecord) and item.step in (0, steps):
+            if item.step == 0:
+                _settle(freeze)
+            marks[item.step] = time.perf_counter()
 
     session.subscribe(sink)
     session.run()
+    gc.unfreeze()
     return steps / (marks[steps] - marks[0])
+
+
+def observer_cost(spec, steps: int) -> tuple[float, float]:
+    """(microseconds per step spent building records, microseconds per whole step)."""
+    import engine.session as session_module
+
+    spent = [0.0]
+    real_build = session_module.build_step_record
+
+    def timed_build(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return real_build(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - start
+
+    session_module.build_step_record = timed_build
+    try:
+        session = Session(spec)
+        stamps: list[float] = []
+        session.subscribe(lambda i: stamps.append(time.perf_counter())
+                          if isinstance(i, StepRecord) else None)
+        session.run()
+    finally:
+        session_module.build_step_record = real_build
+    return 1e6 * spent[0] / len(stamps), 1e6 * (stamps[-1] - stamps[0]) / (len(stamps) - 1)
 
 
 def main() -> None:
@@ -72,20 +116,27 @@ def main() -> None:
     args = parser.parse_args()
 
     spec = preset_spec("seed-5578", policy="off", max_steps=args.steps + 1).validated()
-    bare, observed = [], []
     bare_steps_per_s(spec, 20)  # warm-up: imports, allocator, caches
-    for rep in range(args.reps):
-        # Alternate which side goes first so drift over the run cancels.
-        order = ((bare_steps_per_s, bare), (observed_steps_per_s, observed))
-        for fn, out in (order if rep % 2 == 0 else order[::-1]):
-            out.append(fn(spec, args.steps))
-    ratio = statistics.median(observed) / statistics.median(bare)
-    print(f"sim engine, seed-5578, policy off, {args.steps} steps x {args.reps} reps (interleaved)")
-    print(f"  bare vLLM engine      : median {statistics.median(bare):7.1f} steps/s  "
-          f"{['%.1f' % x for x in bare]}")
-    print(f"  observatory attached  : median {statistics.median(observed):7.1f} steps/s  "
-          f"{['%.1f' % x for x in observed]}")
-    print(f"  ratio observed/bare   : {ratio:.3f}  (target >= 0.97)")
+    for freeze in (False, True):
+        bare, observed = [], []
+        for rep in range(args.reps):
+            # Alternate which side goes first so drift over the run cancels.
+            order = ((bare_steps_per_s, bare), (observed_steps_per_s, observed))
+            for fn, out in (order if rep % 2 == 0 else order[::-1]):
+                out.append(fn(spec, args.steps, freeze))
+        ratio = statistics.median(observed) / statistics.median(bare)
+        gc_note = "workload frozen out of the GC" if freeze else "GC as is"
+        print(f"sim engine, seed-5578, policy off, {args.steps} steps x {args.reps} reps "
+              f"(interleaved), {gc_note}")
+        print(f"  bare vLLM engine      : median {statistics.median(bare):7.1f} steps/s  "
+              f"{['%.1f' % x for x in bare]}")
+        print(f"  observatory attached  : median {statistics.median(observed):7.1f} steps/s  "
+              f"{['%.1f' % x for x in observed]}")
+        print(f"  ratio observed/bare   : {ratio:.3f}  (target >= 0.97)")
+
+    build_us, step_us = observer_cost(spec, args.steps)
+    print(f"observer cost: {build_us:.0f} us per step building the StepRecord, of {step_us:.0f} us "
+          f"per step in all: {build_us / step_us:.1%} (ratio bound {1 - build_us / step_us:.3f})")
 
     items = []
     session = Session(preset_spec("seed-5578", policy="off").validated())

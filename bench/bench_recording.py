@@ -122,7 +122,7 @@ def main() -> int:
                     off_cpu.append(cpu_rate)
 
         # 1. bytes per step
-        print(f"== bytes per step (zstd level 3, a frame per 0.5 s flush)")
+        print("== bytes per step (zstd level 3, a frame per 0.5 s flush)")
         size, steps = sizes[0]
         print(f"fresh {args.preset}/{args.policy} run: {size:,} bytes / {steps:,} steps = "
               f"{size / steps:.1f} bytes/step")

@@ -68,3 +68,27 @@ def test_a_gap_in_the_steps_is_bridged_with_a_notice(demo_run):
     assert [s.step for s in view.steps] == list(range(view.first_step, view.last_step + 1))
     assert view.step(51).swapped == view.step(49).swapped
     assert any(e.kind == "notice" and "50–52 are missing" in e.text for e in view.events)
+
+
+def test_a_lenient_read_with_a_missing_step_keeps_steps_in_place(demo_run, tmp_path):
+    """`replay --lenient` of a file whose step line is corrupt: the gap is bridged and said."""
+    from engine.reader import load
+    from engine.recorder import Recorder
+
+    items = demo_run("off")
+    path = tmp_path / "damaged.jsonl"
+    with Recorder(path, items[0]) as recorder:
+        for item in items[1:]:
+            recorder.write(item)
+    lines = path.read_bytes().splitlines(keepends=True)
+    victim = next(i for i, line in enumerate(lines) if b'"step":50,' in line
+                  and line.startswith(b'{"kind":"step"'))
+    lines[victim] = b'{"kind":"step","step":50,"wall_s":\n'
+    path.write_bytes(b"".join(lines))
+
+    recording = load(path, lenient=True)
+    assert recording.skipped_lines == 1
+    view = RunView.from_items(recording.all_items())
+    assert view.step(50).step == 50 and view.step(51).step == 51
+    assert view.step(50).swapped == view.step(49).swapped  # a repeat of step 49, not a guess
+    assert any(e.kind == "notice" and "missing" in e.text for e in view.events)

@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from engine.cli import EXIT_USAGE, add_run_flags, build_parser, dispatch, spec_from_args
+from engine.cli import add_run_flags, build_parser, dispatch, spec_from_args
 from engine.errors import ConfigError
 
 DEFAULT_WINDOW = 2000
@@ -22,29 +22,19 @@ def cmd_live(args: argparse.Namespace) -> int:
     from tui.launch import live
 
     spec = spec_from_args(args)
-    if args.record == "-":
-        raise ConfigError("the live TUI owns the terminal, so it cannot record to stdout: "
-                          "use `observatory run --record -` or give a file path")
+    if args.window < 10:
+        raise ConfigError(f"--window must be at least 10 steps, got {args.window}")
     record = None
     if not args.no_record:
         from engine.recorder import default_recording_path
 
         record = args.record or str(default_recording_path(spec))
-    if args.window < 10:
-        raise ConfigError(f"--window must be at least 10 steps, got {args.window}")
-    return live(spec, record, window=args.window)
+    return live(spec, record, window=args.window)  # refuses --record - itself
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from tui.launch import replay
 
-    if not 0.25 <= args.speed <= 64:
-        raise ConfigError(f"--speed must be between 0.25 and 64, got {args.speed}")
-    if args.follow and len(args.paths) != 1:
-        raise ConfigError("--follow takes exactly one recording (or - for stdin)")
-    if len(args.paths) > 2:
-        raise ConfigError("replay shows one recording, or two side by side; use "
-                          "`observatory compare` for more")
     return replay(args.paths, speed=args.speed, follow=args.follow, lenient=args.lenient)
 
 

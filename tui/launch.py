@@ -20,7 +20,7 @@ MIN_SPEED, MAX_SPEED = 0.25, 64.0
 
 
 def _fail(message: str) -> int:
-    print(f"observatory: {message}", file=sys.stderr)
+    print(f"observatory: error: {message}", file=sys.stderr)
     return 2
 
 

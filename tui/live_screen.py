@@ -16,7 +16,6 @@ import collections
 import gc
 import sys
 import time
-from pathlib import Path
 from typing import Callable
 
 import msgspec
@@ -53,17 +52,6 @@ def _session_factory(spec: RunSpec):
     from engine.session import Session  # imported lazily: the app starts before vLLM loads
 
     return Session(spec)
-
-
-def _unique(path: Path) -> Path:
-    """default_recording_path has one-second resolution; a quick restart must not overwrite."""
-    candidate, n = path, 1
-    while candidate.exists():
-        n += 1
-        name = path.name
-        stem, dot, rest = name.partition(".")
-        candidate = path.with_name(f"{stem}-{n}{dot}{rest}")
-    return candidate
 
 
 class LiveScreen(Screen):
@@ -259,7 +247,7 @@ class LiveScreen(Screen):
         from engine.recorder import default_recording_path
 
         spec = msgspec.structs.replace(self.spec, policy=self.view.policy)
-        return str(_unique(Path(default_recording_path(spec))))
+        return str(default_recording_path(spec))  # never an existing file's name
 
     # -- actions ----------------------------------------------------------------------------
 
