@@ -19,7 +19,7 @@ import queue
 import socket
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Callable
 
 from engine import __version__, logs, vllm_hooks
 from engine.backends import BuiltEngine, build_engine
@@ -45,7 +45,6 @@ class Session:
         self.spec = spec
         self.header: Header | None = None
         self.state = "starting"
-        self.steps_done = 0
         self._sinks: list[Sink] = []
         self._commands: queue.Queue[tuple[str, object, str]] = queue.Queue()
         self._built: BuiltEngine | None = None
@@ -112,17 +111,6 @@ class Session:
     def stop(self) -> None:
         self._commands.put(("stop", None, ""))
 
-    def iter_items(self) -> Iterator[Item]:
-        """Run on a thread and yield items as they come (for scripts and tests)."""
-        items: queue.Queue[Item] = queue.Queue()
-        self.subscribe(items.put)
-        self.start()
-        while True:
-            item = items.get()
-            yield item
-            if isinstance(item, RunFinished):
-                return
-
     # ------------------------------------------------------------------ the engine loop
     def run(self) -> None:
         """Run to the end of the stream on the calling thread."""
@@ -176,7 +164,6 @@ class Session:
             self._emit_logs(step)
             self._emit(record)
             step += 1
-            self.steps_done = step
         self._emit_logs(step)
         self.state = {"aborted": "aborted", "stopped": "stopped"}.get(reason, "finished")
         self._emit(RunFinished(steps=step, reason=reason, sim_s=sim_s,
