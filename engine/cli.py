@@ -20,6 +20,7 @@ import msgspec
 
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
+from engine.records import LogLine, StepRecord
 from engine.spec import PRESETS, RunSpec, preset_spec
 
 EXIT_OK, EXIT_VERIFY_FAILED, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3
@@ -136,8 +137,6 @@ class _Progress:
         self.latest = None
 
     def __call__(self, item) -> None:
-        from engine.records import LogLine, StepRecord
-
         if isinstance(item, StepRecord):
             self.latest = item
             now = time.monotonic()
@@ -158,7 +157,6 @@ class _Progress:
 def cmd_run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)  # before importing vLLM: bad flags fail in milliseconds
 
-    from engine.records import RunFinished
     from engine.recorder import Recorder, default_recording_path
     from engine.session import Session
     from engine.summary import SummaryBuilder, format_summary, summary_json
@@ -180,8 +178,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     builder = SummaryBuilder()
     session.subscribe(builder.add)
     session.subscribe(_Progress(sys.stderr, verbose=args.verbose))
-    ended: list[RunFinished] = []
-    session.subscribe(lambda item: ended.append(item) if isinstance(item, RunFinished) else None)
 
     # Ctrl-C stops at the next step boundary, so the recording ends with a clean RunFinished.
     interrupted = threading.Event()

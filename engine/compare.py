@@ -17,6 +17,7 @@ import msgspec
 
 from engine.reader import Recording
 from engine.records import StepRecord
+from engine.summary import summarize
 
 
 class RunMetrics(msgspec.Struct, kw_only=True):
@@ -40,40 +41,30 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def run_metrics(recording: Recording) -> RunMetrics:
+    """The summary's peaks and counts (one definition: engine.summary), plus TTFT and
+    throughput in simulated time, which only a comparison needs."""
+    summary = summarize(recording.all_items())
     steps: list[StepRecord] = recording.steps
     arrival_s: dict[str, float] = {}
     for arrivals in recording.arrivals:
         arrival_s.update(zip(arrivals.request_ids, arrivals.arrival_s))
-    ttfts: list[float] = []
-    peak_cpu, peak_swapped, generated, withheld = 0.0, 0, 0, 0
-    for s in steps:
-        peak_cpu = max(peak_cpu, s.cpu_pct)
-        peak_swapped = max(peak_swapped, s.swapped)
-        generated += s.generated_tokens
-        withheld += s.withheld
-        for rid in s.first_tokens:
-            if rid in arrival_s:
-                ttfts.append(s.sim_s - arrival_s[rid])
-    abort = recording.abort
-    if abort is not None:  # the aborting moment is the fullest the swap space got
-        peak_cpu = max(peak_cpu, abort.cpu_pct)
-        peak_swapped = max(peak_swapped, abort.swapped)
+    ttfts = sorted(s.sim_s - arrival_s[rid] for s in steps for rid in s.first_tokens
+                   if rid in arrival_s)
     sim_s = steps[-1].sim_s if steps else 0.0
-    ttfts.sort()
     policies = [str(recording.header.spec.get("policy", steps[0].policy if steps else "?"))]
     policies += [change.new for change in recording.policy_changes]
     return RunMetrics(
         name=os.path.basename(recording.path),
         policy=">".join(policies),
-        steps=len(steps),
-        end=recording.finished.reason if recording.finished else None,
-        peak_cpu_kv_pct=round(peak_cpu, 2),
-        peak_swapped=peak_swapped,
-        abort_step=abort.step if abort else None,
-        throughput_tok_s=round(generated / sim_s, 1) if sim_s > 0 else None,
+        steps=summary.steps,
+        end=summary.end_reason,
+        peak_cpu_kv_pct=summary.peak_cpu_kv_pct,
+        peak_swapped=summary.peak_swapped,
+        abort_step=summary.abort_step,
+        throughput_tok_s=round(summary.generated_tokens / sim_s, 1) if sim_s > 0 else None,
         ttft_mean_s=round(sum(ttfts) / len(ttfts), 4) if ttfts else None,
         ttft_p99_s=round(_percentile(ttfts, 99), 4) if ttfts else None,
-        withheld_steps=withheld,
+        withheld_steps=summary.prefill_blocked_steps,
     )
 
 

@@ -11,6 +11,7 @@ tested without an app.
 from __future__ import annotations
 
 import bisect
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Iterable, Literal
 
@@ -166,18 +167,8 @@ class RunView:
         if done == len(self.steps):
             return
         new = self.steps[done:]
-        c = self._cols
-        c["gpu_pct"].extend([100.0 * s.gpu_used / s.gpu_total if s.gpu_total else 0.0
-                             for s in new])
-        c["cpu_pct"].extend([100.0 * s.cpu_used / s.cpu_total if s.cpu_total else 0.0
-                             for s in new])
-        c["running"].extend([s.running for s in new])
-        c["swapped"].extend([s.swapped for s in new])
-        c["waiting"].extend([s.waiting for s in new])
-        c["prompt_tokens"].extend([s.prompt_tokens for s in new])
-        c["generated_tokens"].extend([s.generated_tokens for s in new])
-        c["sim_step_s"].extend([s.sim_step_s for s in new])
-        c["wall_s"].extend([s.wall_s for s in new])
+        for name, column in self._cols.items():  # StepRecord fields and its *_pct properties
+            column.extend(map(attrgetter(name), new))
 
     # -- looking up -----------------------------------------------------------------------
 
