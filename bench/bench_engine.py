@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.backends import build_engine  # noqa: E402
-from engine.records import EngineAborted, StepRecord  # noqa: E402
+from engine.adapters.build import build_engine  # noqa: E402
+from engine.stream.records import EngineAborted, StepRecord  # noqa: E402
 from engine.session import Session  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402
 from engine.workload import Workload  # noqa: E402

@@ -29,9 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.reader import load  # noqa: E402
-from engine.recorder import Recorder  # noqa: E402
-from engine.records import RunFinished, StepRecord  # noqa: E402
+from engine.stream.reader import load  # noqa: E402
+from engine.stream.recorder import Recorder  # noqa: E402
+from engine.stream.records import RunFinished, StepRecord  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402
 
 

@@ -38,7 +38,7 @@ import time
 
 import msgspec
 
-from engine.records import Header, StepRecord, encode
+from engine.stream.records import Header, StepRecord, encode
 from engine.session import Session
 from engine.spec import preset_spec
 
@@ -151,7 +151,7 @@ def make_long_recording(path: str, steps: int) -> None:
             wall += 0.008
             sim += s.sim_step_s
             f.write(encode(msgspec.structs.replace(s, step=n, wall_s=wall, sim_s=sim)) + b"\n")
-        from engine.records import RunFinished
+        from engine.stream.records import RunFinished
 
         f.write(encode(RunFinished(steps=steps, reason="completed", sim_s=sim, wall_s=wall))
                 + b"\n")

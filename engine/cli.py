@@ -1,5 +1,5 @@
 """The headless half of the `observatory` command line: run flags, `run`, and the recording
-commands (registered by engine.recording_commands).
+commands (registered by engine.analysis.commands).
 
 tui/cli.py is the console script; it adds `live` and `replay` on top of what this module builds,
 so the engine never imports the UI. Every user error ends as one line on stderr and exit 2:
@@ -20,7 +20,7 @@ import msgspec
 
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
-from engine.records import LogLine, StepRecord
+from engine.stream.records import LogLine, StepRecord
 from engine.spec import PRESETS, RunSpec, preset_spec
 
 EXIT_OK, EXIT_VERIFY_FAILED, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3
@@ -157,9 +157,9 @@ class _Progress:
 def cmd_run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)  # before importing vLLM: bad flags fail in milliseconds
 
-    from engine.recorder import Recorder, default_recording_path
+    from engine.stream.recorder import Recorder, default_recording_path
     from engine.session import Session
-    from engine.summary import SummaryBuilder, format_summary, summary_json
+    from engine.analysis.summary import SummaryBuilder, format_summary, summary_json
 
     session = Session(spec)
     session.prepare()
@@ -228,7 +228,7 @@ def build_parser(prog: str = "observatory") -> tuple[argparse.ArgumentParser, An
     run.add_argument("-v", "--verbose", action="store_true",
                      help="print every vLLM log line (default: scheduler warnings only)")
     run.set_defaults(func=cmd_run)
-    from engine import recording_commands
+    from engine.analysis import commands as recording_commands
 
     recording_commands.register(sub)
     return parser, sub

@@ -21,13 +21,14 @@ import threading
 import time
 from typing import Callable
 
-from engine import __version__, logs, vllm_hooks
-from engine.backends import BuiltEngine, build_engine
+from engine import __version__, logs
+from engine.adapters import hooks as vllm_hooks
+from engine.adapters.build import BuiltEngine, build_engine
 from engine.policy import Policy, parse_policy
-from engine.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, LogLine,
+from engine.stream.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, LogLine,
                             PolicyChanged, Record, RunFinished)
 from engine.spec import RunSpec
-from engine.step_record import build_step_record
+from engine.adapters.step_record import build_step_record
 from engine.workload import Request, Workload
 
 Item = Header | Record

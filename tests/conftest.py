@@ -10,7 +10,7 @@ from typing import Callable
 
 import pytest
 
-from engine.records import Header, Record
+from engine.stream.records import Header, Record
 from engine.session import Session
 from engine.spec import RunSpec, preset_spec
 

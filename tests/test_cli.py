@@ -66,7 +66,7 @@ def test_bad_config_files(tmp_path):
 
 
 def test_gpu_backend_without_cuda_is_a_one_line_error():
-    from engine.backends import cuda_available
+    from engine.adapters.build import cuda_available
 
     if cuda_available():
         pytest.skip("this machine has CUDA")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from vllm import SamplingParams
 
-from engine.backends import build_engine
-from engine.records import Arrivals, EngineAborted, StepRecord
+from engine.adapters.build import build_engine
+from engine.stream.records import Arrivals, EngineAborted, StepRecord
 from engine.session import Session
 from engine.spec import preset_spec
 from engine.workload import Workload

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from engine.records import Arrivals, EngineAborted, PolicyChanged, RunFinished, StepRecord
+from engine.stream.records import Arrivals, EngineAborted, PolicyChanged, RunFinished, StepRecord
 from engine.session import Session
 from engine.spec import preset_spec
-from engine.summary import summarize
+from engine.analysis.summary import summarize
 
 
 def steps(items):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.backends import cuda_available
-from engine.records import StepRecord
+from engine.adapters.build import cuda_available
+from engine.stream.records import StepRecord
 from engine.spec import preset_spec
 
 pytestmark = [pytest.mark.gpu,

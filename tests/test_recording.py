@@ -20,9 +20,10 @@ import msgspec
 import pytest
 
 from engine.errors import ConfigError
-from engine.reader import Recording, RecordingError, follow, load
-from engine.recorder import Recorder, default_recording_path
-from engine.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, PolicyChanged,
+from engine.stream.reader import RecordingError, follow, load
+from engine.stream.run import Recording
+from engine.stream.recorder import Recorder, default_recording_path
+from engine.stream.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, PolicyChanged,
                             RunFinished, StepRecord, decode_record, encode)
 from engine.spec import preset_spec
 
@@ -121,7 +122,7 @@ def test_recording_holds_exactly_what_the_session_emitted(demo_off: tuple[Path, 
 def test_summary_of_recording_equals_run_summary(demo_off: tuple[Path, list[Any]],
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     from engine.cli import main
-    from engine.summary import format_summary, summarize, summary_json
+    from engine.analysis.summary import format_summary, summarize, summary_json
 
     path, items = demo_off
     expected = summarize(items)
@@ -144,7 +145,7 @@ def test_observatory_run_summary_equals_summary_of_its_recording(tmp_path: Path)
 
 
 def test_verify_passes_on_a_fresh_recording(demo_off: tuple[Path, list[Any]]) -> None:
-    from engine.verify import verify_file
+    from engine.analysis.verify import verify_file
 
     path, items = demo_off
     result = verify_file(str(path))
@@ -153,7 +154,7 @@ def test_verify_passes_on_a_fresh_recording(demo_off: tuple[Path, list[Any]]) ->
 
 
 def test_verify_replays_policy_changes_and_bursts(tmp_path: Path) -> None:
-    from engine.verify import verify_file
+    from engine.analysis.verify import verify_file
 
     path = tmp_path / "toggle-burst.jsonl.zst"
     spec = preset_spec("demo", policy="off", toggles=[(60, "strict")], max_steps=250)
@@ -165,7 +166,7 @@ def test_verify_replays_policy_changes_and_bursts(tmp_path: Path) -> None:
     assert result.ok, result.message
     assert result.steps_checked == 250
 
-    from engine.export import perfetto_trace
+    from engine.analysis.export import perfetto_trace
 
     instants = [e for e in perfetto_trace(load(path))["traceEvents"] if e["ph"] == "i"]
     policy = [e for e in instants if e["cat"] == "policy"]
@@ -175,7 +176,7 @@ def test_verify_replays_policy_changes_and_bursts(tmp_path: Path) -> None:
 def test_verify_checks_what_a_cut_recording_holds(demo_off: tuple[Path, list[Any]],
                                                   tmp_path: Path) -> None:
     """A recording whose writer was killed still verifies, up to where it was cut."""
-    from engine.verify import verify_file
+    from engine.analysis.verify import verify_file
 
     path, _ = demo_off
     data = path.read_bytes()
@@ -201,7 +202,7 @@ def test_verify_names_the_first_changed_step(demo_off: tuple[Path, list[Any]],
         changed.append(line)
     bad = tmp_path / "changed.jsonl"
     write_lines(bad, changed)
-    from engine.verify import verify_file
+    from engine.analysis.verify import verify_file
 
     result = verify_file(str(bad))
     assert not result.ok
@@ -214,7 +215,7 @@ def test_verify_names_the_first_changed_step(demo_off: tuple[Path, list[Any]],
 
 
 def test_verify_refuses_gpu_and_mid_run_recordings(tmp_path: Path) -> None:
-    from engine.verify import verify_file
+    from engine.analysis.verify import verify_file
 
     lines = synthetic_lines(5)
     gpu = tmp_path / "gpu.jsonl"
@@ -334,7 +335,7 @@ def test_kill_9_keeps_everything_flushed(tmp_path: Path) -> None:
 import os, signal, sys, time
 sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_recording import make_header, make_step
-from engine.recorder import Recorder
+from engine.stream.recorder import Recorder
 rec = Recorder({str(path)!r}, make_header(), background_flush=False)
 for i in range(200):
     rec.write(make_step(i))
@@ -502,7 +503,7 @@ def test_csv_has_one_row_per_step(demo_off: tuple[Path, list[Any]], tmp_path: Pa
 
 
 def test_compare_metrics_from_hand_made_runs(tmp_path: Path) -> None:
-    from engine.compare import format_table, run_metrics
+    from engine.analysis.compare import format_table, run_metrics
 
     recording = Recording(make_header(), str(tmp_path / "a.jsonl"))
     recording.append(Arrivals(step=0, sim_s=0.0, source="workload", request_ids=["a", "b"],
@@ -583,7 +584,7 @@ def test_follow_stops_when_asked(tmp_path: Path) -> None:
 
 def test_follow_from_stdin(tmp_path: Path) -> None:
     lines = synthetic_lines(20)
-    script = ("import sys; from engine.reader import follow; "
+    script = ("import sys; from engine.stream.reader import follow; "
               "print(sum(1 for i in follow('-') if type(i).__name__ == 'StepRecord'))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([PY, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -610,8 +611,8 @@ def test_follow_refuses_a_corrupt_line_unless_lenient(tmp_path: Path) -> None:
 
 
 def test_loading_never_imports_vllm() -> None:
-    script = ("import sys; from engine.recording_commands import register; "
-              "import engine.reader, engine.compare, engine.export, engine.recorder; "
+    script = ("import sys; from engine.analysis.commands import register; "
+              "import engine.stream.reader, engine.analysis.compare, engine.analysis.export, engine.stream.recorder; "
               "print('vllm' in sys.modules, 'torch' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([PY, "-c", script], env=env, capture_output=True, timeout=60)

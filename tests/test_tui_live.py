@@ -7,8 +7,8 @@ from typing import Callable
 
 import pytest
 
-from engine.reader import load
-from engine.records import PolicyChanged
+from engine.stream.reader import load
+from engine.stream.records import PolicyChanged
 from engine.spec import preset_spec
 from tui.abort_banner import AbortBanner
 from tui.event_log import EventLog

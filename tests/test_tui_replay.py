@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.reader import load
-from engine.records import encode
+from engine.stream.reader import load
+from engine.stream.records import encode
 from tui.abort_banner import AbortBanner
 from tui.compare_screen import CompareScreen
 from tui.decisions_table import DecisionsTable

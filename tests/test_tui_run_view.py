@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.records import EngineAborted, PolicyChanged, StepRecord
+from engine.stream.records import EngineAborted, PolicyChanged, StepRecord
 from tui.run_view import RunView
 
 
@@ -72,8 +72,8 @@ def test_a_gap_in_the_steps_is_bridged_with_a_notice(demo_run):
 
 def test_a_lenient_read_with_a_missing_step_keeps_steps_in_place(demo_run, tmp_path):
     """`replay --lenient` of a file whose step line is corrupt: the gap is bridged and said."""
-    from engine.reader import load
-    from engine.recorder import Recorder
+    from engine.stream.reader import load
+    from engine.stream.recorder import Recorder
 
     items = demo_run("off")
     path = tmp_path / "damaged.jsonl"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import msgspec
 
-from engine.reader import load
-from engine.records import EngineAborted, RunFinished, StepRecord
+from engine.stream.reader import load
+from engine.stream.records import EngineAborted, RunFinished, StepRecord
 from engine.spec import RunSpec
 from tui.app import ObservatoryApp
 from tui.launch import replay_app

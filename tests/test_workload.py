@@ -7,7 +7,7 @@ import math
 import pytest
 
 from engine.errors import ConfigError
-from engine.records import Arrivals
+from engine.stream.records import Arrivals
 from engine.spec import preset_spec
 from engine.workload import SEED_PREFIX, Workload, seed_long_text, seed_prompt
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.records import EngineAborted
+from engine.stream.records import EngineAborted
 
 
 class AbortBanner(Static):

@@ -26,7 +26,7 @@ def cmd_live(args: argparse.Namespace) -> int:
         raise ConfigError(f"--window must be at least 10 steps, got {args.window}")
     record = None
     if not args.no_record:
-        from engine.recorder import default_recording_path
+        from engine.stream.recorder import default_recording_path
 
         record = args.record or str(default_recording_path(spec))
     return live(spec, record, window=args.window)  # refuses --record - itself

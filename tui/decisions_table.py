@@ -20,7 +20,7 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from engine.records import StepRecord
+from engine.stream.records import StepRecord
 from tui.messages import StepSelected
 from tui.run_view import RunView
 

@@ -61,9 +61,9 @@ def _display_name(path: str) -> str:
 def load_view(path: str, lenient: bool = False) -> tuple[RunView, str | None]:
     """A whole recording as a RunView, plus a notice if it was truncated or had bad lines.
 
-    Raises engine.reader.RecordingError (a ConfigError) with the reader's message.
+    Raises engine.stream.reader.RecordingError (a ConfigError) with the reader's message.
     """
-    from engine.reader import load
+    from engine.stream.reader import load
 
     recording = load(path, lenient=lenient)
     view = RunView.from_items(recording.all_items())
@@ -92,7 +92,7 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
     if follow:
         if len(paths) != 1:
             raise ConfigError("--follow follows one recording; compare needs finished ones")
-        from engine.reader import follow as follow_items
+        from engine.stream.reader import follow as follow_items
 
         path = paths[0]
         if path != "-" and not os.path.exists(path):
@@ -139,7 +139,7 @@ def _stdin_to_tty() -> None:
 def replay(paths: list[str], speed: float = 1.0, follow: bool = False,
            lenient: bool = False) -> int:
     """Replay one recording (or compare two); `follow` keeps up with a growing file or stdin."""
-    from engine.reader import RecordingError
+    from engine.stream.reader import RecordingError
 
     try:
         if "-" in paths and not follow:

@@ -27,7 +27,7 @@ from textual.widgets import Footer
 
 from engine.errors import ConfigError
 from engine.policy import next_policy, parse_policy
-from engine.records import Header, PolicyChanged, RunFinished
+from engine.stream.records import Header, PolicyChanged, RunFinished
 from engine.spec import RunSpec
 from tui.help_screen import HelpScreen, describe_bindings
 from tui.policy_picker import PolicyPicker
@@ -82,7 +82,7 @@ class LiveScreen(Screen):
         self._factory = session_factory
         self._record_path: str | None = record
         self.session = None  # engine.session.Session
-        self.recorder = None  # engine.recorder.Recorder while recording
+        self.recorder = None  # engine.stream.recorder.Recorder while recording
         self.view = RunView()
         self._buffer: collections.deque = collections.deque()
         self._pending_policy: str | None = None
@@ -221,7 +221,7 @@ class LiveScreen(Screen):
             self._close_recorder()
 
     def _open_recorder(self, header: Header, path: str) -> None:
-        from engine.recorder import Recorder
+        from engine.stream.recorder import Recorder
 
         try:
             self.recorder = Recorder(path, header)
@@ -244,7 +244,7 @@ class LiveScreen(Screen):
                              f"{rec.bytes_written:,} bytes)")
 
     def _default_path(self) -> str:
-        from engine.recorder import default_recording_path
+        from engine.stream.recorder import default_recording_path
 
         spec = msgspec.structs.replace(self.spec, policy=self.view.policy)
         return str(default_recording_path(spec))  # never an existing file's name

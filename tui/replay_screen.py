@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from engine.records import Header
+from engine.stream.records import Header
 from tui.goto_step import GotoStep
 from tui.help_screen import HelpScreen, describe_bindings
 from tui.messages import SeekRequested, StepSelected

@@ -18,7 +18,7 @@ from typing import Iterable, Literal
 import msgspec
 import numpy as np
 
-from engine.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged, Record,
+from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged, Record,
                             RunFinished, StepRecord)
 
 EventKind = Literal["policy", "swapout", "abort", "log", "burst", "finished", "notice"]

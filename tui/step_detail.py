@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.records import StepRecord
+from engine.stream.records import StepRecord
 
 
 def _ids(ids: list[str], limit: int = 40) -> str:

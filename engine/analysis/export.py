@@ -16,8 +16,8 @@ from typing import Any, Iterator
 
 import msgspec
 
-from engine.reader import Recording
-from engine.records import StepRecord
+from engine.stream.run import Recording
+from engine.stream.records import StepRecord
 
 FORMATS = ("csv", "perfetto")
 

@@ -71,8 +71,8 @@ def _note_cut(recording: Any) -> None:
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    from engine.reader import load
-    from engine.summary import format_summary, summarize, summary_json
+    from engine.stream.reader import load
+    from engine.analysis.summary import format_summary, summarize, summary_json
 
     recording = load(args.path, lenient=args.lenient)
     _note_cut(recording)
@@ -82,8 +82,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from engine.compare import compare_json, compare_text, run_metrics
-    from engine.reader import load
+    from engine.analysis.compare import compare_json, compare_text, run_metrics
+    from engine.stream.reader import load
 
     if len(args.paths) < 2:
         raise ConfigError("compare needs at least two recordings: observatory compare A B [...]")
@@ -99,8 +99,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from engine.export import default_output, export
-    from engine.reader import load
+    from engine.analysis.export import default_output, export
+    from engine.stream.reader import load
 
     recording = load(args.path, lenient=args.lenient)
     _note_cut(recording)
@@ -113,7 +113,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from engine.verify import verify_file
+    from engine.analysis.verify import verify_file
 
     result = verify_file(args.path, progress=sys.stderr)
     if result.ok:

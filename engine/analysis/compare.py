@@ -15,9 +15,9 @@ from typing import Sequence
 
 import msgspec
 
-from engine.reader import Recording
-from engine.records import StepRecord
-from engine.summary import summarize
+from engine.stream.run import Recording
+from engine.stream.records import StepRecord
+from engine.analysis.summary import summarize
 
 
 class RunMetrics(msgspec.Struct, kw_only=True):
@@ -41,7 +41,7 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def run_metrics(recording: Recording) -> RunMetrics:
-    """The summary's peaks and counts (one definition: engine.summary), plus TTFT and
+    """The summary's peaks and counts (one definition: engine.analysis.summary), plus TTFT and
     throughput in simulated time, which only a comparison needs."""
     summary = summarize(recording.all_items())
     steps: list[StepRecord] = recording.steps

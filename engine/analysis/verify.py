@@ -16,8 +16,9 @@ from typing import Any, TextIO
 import msgspec
 
 from engine.errors import ConfigError
-from engine.reader import Recording, load
-from engine.records import Arrivals, EngineAborted, Header, PolicyChanged, RunFinished, StepRecord
+from engine.stream.reader import load
+from engine.stream.run import Recording
+from engine.stream.records import Arrivals, EngineAborted, Header, PolicyChanged, RunFinished, StepRecord
 
 _IGNORED_FIELDS = frozenset({"wall_s"})
 

@@ -8,10 +8,10 @@ tokens are the decode sequences plus the first token of every prefill that compl
 
 from __future__ import annotations
 
-from engine import vllm_hooks
+from engine.adapters import hooks as vllm_hooks
 from engine.costmodel import CostModel
-from engine.records import StepRecord
-from engine.vllm_hooks import StepCapture
+from engine.stream.records import StepRecord
+from engine.adapters.hooks import StepCapture
 
 
 def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostModel,

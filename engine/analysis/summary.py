@@ -14,7 +14,7 @@ from typing import Iterable
 
 import msgspec
 
-from engine.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged, Record,
+from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged, Record,
                             RunFinished, StepRecord)
 
 

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from engine.records import EngineAborted, Header, Record, RunFinished, encode
+from engine.stream.records import EngineAborted, Header, Record, RunFinished, encode
 
 FLUSH_INTERVAL_S = 0.5
 ZSTD_LEVEL = 3

@@ -5,7 +5,7 @@ own config checks, block arithmetic, scheduler, block manager, output processing
 run as in production. They differ only in the executor:
 
 - ``sim``: `SimExecutor` (no weights, no model, no GPU). The model's architecture comes from an
-  HF config.json shipped in engine/models/ (or a directory given with --model), which is all
+  HF config.json shipped in engine/adapters/models/ (or a directory given with --model), which is all
   vLLM needs to size KV-cache blocks.
 - ``gpu``: vLLM's own `GPUExecutor` with a real model and tokenizer. Needs CUDA.
 """
@@ -123,7 +123,7 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
     count_tokens = None
     stop_token_ids: list[int] = []
     if spec.backend == "sim":
-        from engine.sim_executor import SimExecutor, eos_token_id
+        from engine.adapters.sim_executor import SimExecutor, eos_token_id
 
         executor_class = SimExecutor.configured(spec.num_gpu_blocks, spec.num_cpu_blocks,
                                                 spec.seed, spec.eos_prob)

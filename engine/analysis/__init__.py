@@ -1,0 +1,1 @@
+"""What is computed from a record stream: summaries, comparisons, exports and verification."""
