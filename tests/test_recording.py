@@ -365,26 +365,26 @@ def test_random_access_events_and_series(tmp_path: Path) -> None:
     assert recording.step(42).step == 42
     with pytest.raises(IndexError):
         recording.step(100)
-    assert recording.next_event("swap_out", 3) == 13
-    assert recording.next_event("swap_out", 2) == 3
-    assert recording.prev_event("swap_out", 13) == 3
-    assert recording.prev_event("swap_in", 7) is None
-    assert recording.next_event("policy", 0) == 10
-    assert recording.next_event("policy", 10) is None
-    assert [c.new for c in recording.events("policy")] == ["strict"]
-    cpu = recording.series("cpu_pct")
+    assert recording.next_step_of("swap_out", 3) == 13
+    assert recording.next_step_of("swap_out", 2) == 3
+    assert recording.prev_step_of("swap_out", 13) == 3
+    assert recording.prev_step_of("swap_in", 7) is None
+    assert recording.next_step_of("policy", 0) == 10
+    assert recording.next_step_of("policy", 10) is None
+    assert [c.new for c in recording.records("policy")] == ["strict"]
+    cpu = recording.column("cpu_pct")
     assert len(cpu) == 100 and cpu[3] == pytest.approx(100 * 21 / 256)
-    assert recording.series("cpu_pct") is cpu  # cached
+    assert recording.column("cpu_pct") is cpu  # cached
     with pytest.raises(KeyError):
-        recording.series("no_such_series")
+        recording.column("no_such_series")
 
 
 def test_recording_append_extends_series() -> None:
     recording = Recording(make_header())
     recording.append(make_step(0))
-    assert recording.series("swapped") == [0.0]
+    assert recording.column("swapped") == [0.0]
     recording.append(make_step(1))
-    assert recording.series("swapped") == [0.0, 1.0]
+    assert recording.column("swapped") == [0.0, 1.0]
 
 
 # ---- writer -------------------------------------------------------------------------------

@@ -65,8 +65,8 @@ def load_view(path: str, lenient: bool = False) -> tuple[RunView, str | None]:
     """
     from engine.stream.reader import load
 
-    recording = load(path, lenient=lenient)
-    view = RunView.from_items(recording.all_items())
+    view = load(path, lenient=lenient, into=RunView)
+    recording = view
     notes = []
     if recording.truncated:
         notes.append("the recording is truncated (its writer stopped mid-line); "

@@ -123,7 +123,7 @@ def cpu_kv_plot(recordings: Sequence[Recording], names: Sequence[str],
         if recording.steps:
             xs = [float(s.step) for s in recording.steps]
             marker = None if color else markers[i % len(markers)]
-            plt.plot(xs, recording.series("cpu_pct"), label=name, marker=marker)
+            plt.plot(xs, recording.column("cpu_pct"), label=name, marker=marker)
     plt.title("CPU KV-cache usage (%) by step")
     plt.xlabel("step")
     plt.ylim(0, 100)

@@ -124,7 +124,8 @@ def _corrupt(name: str, lineno: int, exc: Exception) -> RecordingError:
                           f"--lenient to skip corrupt lines")
 
 
-def load(path: str | os.PathLike[str], lenient: bool = False) -> Recording:
+def load(path: str | os.PathLike[str], lenient: bool = False,
+         into: type[Recording] = Recording) -> Recording:
     """Read a whole recording ("-" is stdin) into an indexed Recording.
 
     Raises RecordingError for anything but a cut tail, which sets `truncated`.
@@ -134,13 +135,13 @@ def load(path: str | os.PathLike[str], lenient: bool = False) -> Recording:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load(path, lenient)
+        return _load(path, lenient, into)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _load(path: str | os.PathLike[str], lenient: bool) -> Recording:
+def _load(path: str | os.PathLike[str], lenient: bool, into: type[Recording]) -> Recording:
     name = display_name(path)
     data = _read_all(path)
     frame_cut = False
@@ -161,7 +162,7 @@ def _load(path: str | os.PathLike[str], lenient: bool) -> Recording:
             raise RecordingError(f"{name}:1: the header line is cut: the writer died before "
                                  f"writing anything usable") from None
         raise
-    recording = Recording(header, name)
+    recording = into(header, name)
     decode = _line_decoder.decode
     append = recording.append
     last = len(lines) - 1

@@ -1,172 +1,387 @@
-"""The index of one run: its records in order, step N in O(1), events by kind, and per-step
-series. A recording loads into one (`engine.stream.reader.load`), a follower or a live stream
-appends to one as records arrive.
+"""The index of one run: the one place that knows "what has this run recorded so far".
+
+A recording loads into a `Run` (`engine.stream.reader.load`); a follower, a live engine stream
+and a replay all append to one as records arrive. Everything that reads a run (summary, compare,
+export, verify, every TUI widget) reads it from here, so there is one index, built once:
+
+- step N in O(1) (`step`, `get`), even across a gap left by a lenient read;
+- the steps at which each kind of thing happened (`step_kinds`), for "jump to the next swap-out";
+- display events (`log`: one line each, for an event log and for n/N jumps);
+- per-step columns, extended lazily in bulk (`column`), and downsampled windows of them for
+  plots (`series`), cached for closed ranges so moving a replay cursor costs nothing.
+
+It needs only msgspec and numpy: loading a recording never imports vLLM or torch.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from typing import Any, Callable
+import bisect
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any, Callable, Iterable, Literal
 
 import msgspec
+import numpy as np
 
 from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged,
                                    Record, RunFinished, StepRecord)
 
-# ---- the indexed run ----------------------------------------------------------------------
+# ---- kinds of happenings --------------------------------------------------------------------
 
-# Step-derived event kinds: steps where something happened, for "jump to next swap-out".
-_STEP_KINDS: dict[str, Callable[[StepRecord], bool]] = {
+STEP_KINDS: dict[str, Callable[[StepRecord], bool]] = {
     "swap_out": lambda s: bool(s.swapped_out),
     "swap_in": lambda s: bool(s.swapped_in),
     "recompute": lambda s: bool(s.recomputed),
     "ignored": lambda s: bool(s.ignored),
     "withheld": lambda s: s.withheld,
 }
-# Record kinds, by the `kind` tag they carry in the file.
-_RECORD_KINDS: dict[type, str] = {Arrivals: "arrivals", PolicyChanged: "policy",
-                                  EngineAborted: "abort", LogLine: "log", RunFinished: "end"}
-EVENT_KINDS: tuple[str, ...] = (*_STEP_KINDS, *_RECORD_KINDS.values())
+"""Steps where something happened, by name."""
 
 
-def _numeric_fields() -> dict[str, Callable[[StepRecord], float]]:
+def record_kind(item: Record) -> str:
+    """The `kind` tag a record carries in a file ("policy", "abort", "log", ...)."""
+    return type(item).__struct_config__.tag  # type: ignore[attr-defined]
+
+
+def _numeric_columns() -> dict[str, Callable[[StepRecord], float]]:
     getters: dict[str, Callable[[StepRecord], float]] = {}
     for field in msgspec.structs.fields(StepRecord):
         if field.type in (int, float, bool):
-            getters[field.name] = (lambda n: lambda s: float(getattr(s, n)))(field.name)
+            getters[field.name] = attrgetter(field.name)
     getters.update({
-        "gpu_pct": lambda s: s.gpu_pct,
-        "cpu_pct": lambda s: s.cpu_pct,
-        "prefill_tokens": lambda s: float(sum(t for _, t in s.prefills)),
-        "n_prefills": lambda s: float(len(s.prefills)),
-        "n_swapped_out": lambda s: float(len(s.swapped_out)),
-        "n_swapped_in": lambda s: float(len(s.swapped_in)),
-        "n_recomputed": lambda s: float(len(s.recomputed)),
-        "n_finished": lambda s: float(len(s.finished)),
-        "n_first_tokens": lambda s: float(len(s.first_tokens)),
+        "gpu_pct": attrgetter("gpu_pct"),
+        "cpu_pct": attrgetter("cpu_pct"),
+        "prefill_tokens": lambda s: sum(t for _, t in s.prefills),
+        "n_prefills": lambda s: len(s.prefills),
+        "n_swapped_out": lambda s: len(s.swapped_out),
+        "n_swapped_in": lambda s: len(s.swapped_in),
+        "n_recomputed": lambda s: len(s.recomputed),
+        "n_finished": lambda s: len(s.finished),
+        "n_first_tokens": lambda s: len(s.first_tokens),
     })
     return getters
 
 
-SERIES: dict[str, Callable[[StepRecord], float]] = _numeric_fields()
-"""Names `Recording.series()` accepts: every numeric StepRecord field plus a few derived ones."""
+COLUMNS: dict[str, Callable[[StepRecord], float]] = _numeric_columns()
+"""Names `Run.column()` accepts: every numeric StepRecord field plus a few derived ones."""
+
+SERIES = ("gpu_pct", "cpu_pct", "running", "swapped", "waiting", "prompt_tps", "gen_tps")
+"""Names `Run.series()` accepts. The *_tps ones are tokens per simulated second."""
+
+# ---- display events -------------------------------------------------------------------------
+
+EventKind = Literal["policy", "swapout", "abort", "log", "burst", "finished", "notice", "error"]
+JUMP_KINDS: tuple[str, ...] = ("policy", "swapout", "abort", "error")
+"""The display events that n/N jump between."""
+
+SWAPOUT_QUIET_STEPS = 20
+"""A swap-out starts a new "burst" event after this many steps without one, so a run that swaps
+on every step for a while shows one event, not hundreds."""
 
 
-class Recording:
-    """One run, indexed: step N in O(1), next/previous event of a kind by bisection, and cached
-    per-step series for plots. `append()` keeps the indexes current, so a follower can build one
-    incrementally from `follow()`."""
+@dataclass(frozen=True)
+class Event:
+    """Something worth a line in an event log (and, for JUMP_KINDS, a place to jump to)."""
 
-    def __init__(self, header: Header, path: str = "<memory>") -> None:
+    step: int
+    kind: str  # an EventKind
+    text: str
+    level: str = "info"  # "info" | "warning" | "error"
+
+
+def _describe(item: Record, last_step: int) -> Event | None:
+    """The display event a record stands for, if any (steps are handled by `_add_step`)."""
+    if isinstance(item, PolicyChanged):
+        return Event(item.step, "policy", f"policy {item.old} → {item.new} from step "
+                                          f"{item.step} (source {item.source})")
+    if isinstance(item, EngineAborted):
+        return Event(item.step, "abort", f"ABORTED at step {item.step}: {item.error}: "
+                                         f"{item.message} (swapped {item.swapped}, CPU KV "
+                                         f"{item.cpu_pct:.1f}%)", "error")
+    if isinstance(item, LogLine):
+        repeats = f" (×{item.repeats:,})" if item.repeats > 1 else ""
+        level = {"WARNING": "warning", "ERROR": "error", "CRITICAL": "error"}.get(item.level,
+                                                                                 "info")
+        return Event(item.step, "log", f"vLLM {item.level} {item.logger}: {item.message}"
+                                       f"{repeats}", level)
+    if isinstance(item, Arrivals):
+        if item.source == "workload":
+            return None
+        return Event(item.step, "burst", f"{len(item.request_ids)} requests added "
+                                         f"({item.source})")
+    if isinstance(item, RunFinished):
+        return Event(last_step, "finished", f"run finished: {item.reason} after {item.steps} "
+                                            f"steps", "error" if item.reason == "aborted"
+                                                      else "info")
+    step = getattr(item, "step", last_step)
+    if record_kind(item) == "observer_error":  # the observatory's own bug, not vLLM's
+        return Event(step, "error", f"OBSERVATORY ERROR at step {step}: "
+                                    f"{getattr(item, 'message', '')}", "error")
+    return None
+
+
+# ---- the index ------------------------------------------------------------------------------
+
+class Run:
+    """All records of one run seen so far, indexed as they arrive."""
+
+    def __init__(self, header: Header | None = None, path: str = "<memory>") -> None:
         self.path = path
         self.header = header
         self.items: list[Record] = []  # every record after the header, in order
-        self.steps: list[StepRecord] = []  # index = step - first_step
-        self.first_step: int = header.starts_at_step
+        self.steps: list[StepRecord] = []  # index = step - first_step (gaps are bridged)
+        self.log: list[Event] = []  # display events, in stream order
         self.abort: EngineAborted | None = None
         self.finished: RunFinished | None = None
         self.truncated = False  # the last line (or zstd frame) was cut
         self.skipped_lines = 0  # corrupt lines skipped in lenient mode
-        self._events: dict[str, list[Record]] = {k: [] for k in _RECORD_KINDS.values()}
-        self._event_steps: dict[str, list[int]] = {k: [] for k in EVENT_KINDS}
-        self._series: dict[str, list[float]] = {}
-        self._gaps = False  # steps are contiguous unless lenient loading skipped one
-        self._step_numbers: list[int] | None = None
+        self.missing: set[int] = set()  # steps absent from the stream, held as repeats (_bridge)
+        self.version = 0  # bumped on every change, so a widget can skip a redundant redraw
+        self._by_kind: dict[str, list[Record]] = {}
+        self._kind_steps: dict[str, list[int]] = {k: [] for k in STEP_KINDS}
+        self._log_steps: list[int] = []
+        self._last_swapout: int | None = None
+        self._columns: dict[str, list[float]] = {}
+        self._windows: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 
-    # building
+    # -- building -------------------------------------------------------------------------
 
-    def append(self, item: Record) -> None:
-        self.items.append(item)
+    @classmethod
+    def from_items(cls, items: Iterable[Header | Record], path: str = "<memory>") -> "Run":
+        run = cls(path=path)
+        run.extend(items)
+        return run
+
+    def extend(self, items: Iterable[Header | Record]) -> None:
+        add = self.add
+        for item in items:
+            add(item)
+
+    def add(self, item: Header | Record) -> None:
+        """Take the next item of a stream or recording (a Header is kept, not indexed)."""
+        self.version += 1
         if type(item) is StepRecord:
-            if not self.steps:
-                self.first_step = item.step
-            elif item.step != self.steps[-1].step + 1:
-                self._step_numbers = None  # a gap (a skipped corrupt line): index by bisection
-                self._gaps = True
-            self.steps.append(item)
-            for kind, happened in _STEP_KINDS.items():
-                if happened(item):
-                    self._event_steps[kind].append(item.step)
+            self._add_step(item)
+            self.items.append(item)
             return
-        kind = _RECORD_KINDS[type(item)]
-        self._events[kind].append(item)
-        self._event_steps[kind].append(getattr(item, "step", self.last_step or 0))
+        if isinstance(item, Header):
+            if self.header is None:
+                self.header = item
+            return
+        self.items.append(item)
+        kind = record_kind(item)
+        self._by_kind.setdefault(kind, []).append(item)
+        self._kind_steps.setdefault(kind, []).append(getattr(item, "step", self.last_step))
         if type(item) is EngineAborted:
             self.abort = item
         elif type(item) is RunFinished:
             self.finished = item
+        event = _describe(item, self.last_step)
+        if event is not None:
+            self._event(event)
 
-    # random access
+    append = add  # the name a list-like builder expects
+
+    def notice(self, text: str, level: str = "info") -> None:
+        """An event from outside the stream (a UI notice), logged at the newest step."""
+        self.version += 1
+        self._event(Event(self.last_step, "notice", text, level))
+
+    def _event(self, event: Event) -> None:
+        self.log.append(event)
+        self._log_steps.append(event.step)
+
+    def _add_step(self, s: StepRecord) -> None:
+        steps = self.steps
+        if steps and s.step != steps[-1].step + 1:
+            if not self._bridge(s):
+                return
+        steps.append(s)
+        for kind, happened in STEP_KINDS.items():
+            if happened(s):
+                self._kind_steps[kind].append(s.step)
+        if s.swapped_out or s.recomputed:
+            if self._last_swapout is None or s.step - self._last_swapout > SWAPOUT_QUIET_STEPS:
+                what = []
+                if s.swapped_out:
+                    what.append(f"{len(s.swapped_out)} swapped out")
+                if s.recomputed:
+                    what.append(f"{len(s.recomputed)} preempted for recompute")
+                self._event(Event(s.step, "swapout", f"preemption burst: {', '.join(what)} "
+                                                     f"(swapped {s.swapped}, CPU KV "
+                                                     f"{s.cpu_pct:.1f}%)", "warning"))
+            self._last_swapout = s.step
+
+    def _bridge(self, s: StepRecord) -> bool:
+        """Steps are contiguous by contract; a lenient read of a damaged file can skip some.
+        Keep step N at index N - first_step by repeating the last step over the gap, and say
+        so, rather than show steps at the wrong place. False: drop `s` (it came again)."""
+        last = self.steps[-1]
+        if s.step <= last.step:
+            self._event(Event(last.step, "notice", f"step {s.step} arrived again after step "
+                                                   f"{last.step}; ignored", "warning"))
+            return False
+        self._event(Event(last.step + 1, "notice", f"steps {last.step + 1}–{s.step - 1} are "
+                                                   f"missing from the stream; shown as "
+                                                   f"repeats of step {last.step}", "warning"))
+        self.steps.extend(msgspec.structs.replace(last, step=n)
+                          for n in range(last.step + 1, s.step))
+        self.missing.update(range(last.step + 1, s.step))
+        return True
+
+    # -- random access --------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self.steps)
+        """Steps the stream actually held (repeats standing in for missing ones not counted)."""
+        return len(self.steps) - len(self.missing)
 
     @property
-    def last_step(self) -> int | None:
-        return self.steps[-1].step if self.steps else None
+    def first_step(self) -> int:
+        if self.steps:
+            return self.steps[0].step
+        return self.header.starts_at_step if self.header is not None else 0
+
+    @property
+    def last_step(self) -> int:
+        return self.steps[-1].step if self.steps else self.first_step
+
+    def get(self, n: int) -> StepRecord | None:
+        """What to show for step `n` (a repeat of the step before, if `n` is missing), or None
+        if it is outside the run."""
+        i = n - self.first_step
+        return self.steps[i] if 0 <= i < len(self.steps) else None
 
     def step(self, n: int) -> StepRecord:
-        """The record of step `n` (absolute step number); IndexError if not recorded."""
-        i = n - self.first_step
-        if self._gaps:
-            if self._step_numbers is None or len(self._step_numbers) != len(self.steps):
-                self._step_numbers = [s.step for s in self.steps]
-            i = bisect_left(self._step_numbers, n)
-            if i < len(self.steps) and self.steps[i].step != n:
-                i = -1
-        if not 0 <= i < len(self.steps):
-            raise IndexError(f"step {n} is not in {self.path} "
-                             f"(it holds steps {self.first_step}..{self.last_step})")
-        return self.steps[i]
+        """The recorded step `n`; IndexError if the run does not hold it (or it is missing)."""
+        s = self.get(n)
+        if s is None or n in self.missing:
+            raise IndexError(f"step {n} is not in {self.path} (it holds steps "
+                             f"{self.first_step}..{self.last_step})")
+        return s
 
-    def events(self, kind: str) -> list[Any]:
-        """Records of a record kind ("policy", "arrivals", ...) or steps of a step kind."""
-        self._check_kind(kind)
-        if kind in _STEP_KINDS:
-            return [self.step(n) for n in self._event_steps[kind]]
-        return list(self._events[kind])
+    def clamp(self, n: int) -> int:
+        return max(self.first_step, min(self.last_step, n))
 
-    def event_steps(self, kind: str) -> list[int]:
-        self._check_kind(kind)
-        return self._event_steps[kind]
-
-    def next_event(self, kind: str, step: int) -> int | None:
-        """The first step after `step` at which an event of `kind` happened, or None."""
-        steps = self.event_steps(kind)
-        i = bisect_right(steps, step)
-        return steps[i] if i < len(steps) else None
-
-    def prev_event(self, kind: str, step: int) -> int | None:
-        """The last step before `step` at which an event of `kind` happened, or None."""
-        steps = self.event_steps(kind)
-        i = bisect_left(steps, step)
-        return steps[i - 1] if i > 0 else None
-
-    def series(self, name: str) -> list[float]:
-        """One float per recorded step (cached; extended as steps are appended)."""
-        getter = SERIES.get(name)
-        if getter is None:
-            raise KeyError(f"unknown series {name!r}; known: {', '.join(SERIES)}")
-        values = self._series.setdefault(name, [])
-        if len(values) < len(self.steps):
-            values.extend(getter(s) for s in self.steps[len(values):])
-        return values
+    def records(self, kind: str) -> list[Any]:
+        """Records of one kind ("policy", "arrivals", "log", ...), in order."""
+        return list(self._by_kind.get(kind, ()))
 
     @property
     def policy_changes(self) -> list[PolicyChanged]:
-        return self._events["policy"]  # type: ignore[return-value]
+        return self._by_kind.setdefault("policy", [])  # type: ignore[return-value]
 
     @property
     def arrivals(self) -> list[Arrivals]:
-        return self._events["arrivals"]  # type: ignore[return-value]
+        return self._by_kind.setdefault("arrivals", [])  # type: ignore[return-value]
+
+    def steps_of(self, kind: str) -> list[int]:
+        """Steps at which `kind` happened: a STEP_KINDS name or a record kind."""
+        if kind not in self._kind_steps and kind not in STEP_KINDS:
+            known = sorted({*STEP_KINDS, *self._kind_steps})
+            raise KeyError(f"unknown kind {kind!r}; known here: {', '.join(known)}")
+        return self._kind_steps.get(kind, [])
+
+    def next_step_of(self, kind: str, step: int) -> int | None:
+        """The first step after `step` at which `kind` happened, or None."""
+        steps = self.steps_of(kind)
+        i = bisect.bisect_right(steps, step)
+        return steps[i] if i < len(steps) else None
+
+    def prev_step_of(self, kind: str, step: int) -> int | None:
+        """The last step before `step` at which `kind` happened, or None."""
+        steps = self.steps_of(kind)
+        i = bisect.bisect_left(steps, step)
+        return steps[i - 1] if i > 0 else None
 
     def all_items(self) -> list[Header | Record]:
-        """Header then records: what a session's subscriber saw, e.g. for summarize()."""
-        return [self.header, *self.items]
+        """Header then records: what a session's subscriber saw (e.g. for summarize())."""
+        return [self.header, *self.items] if self.header is not None else list(self.items)
 
-    @staticmethod
-    def _check_kind(kind: str) -> None:
-        if kind not in EVENT_KINDS:
-            raise KeyError(f"unknown event kind {kind!r}; known: {', '.join(EVENT_KINDS)}")
+    # -- display events ---------------------------------------------------------------------
+
+    def events_until(self, step: int | None, limit: int) -> list[Event]:
+        """The last `limit` display events at or before `step` (None: the newest ones)."""
+        end = len(self.log) if step is None else bisect.bisect_right(self._log_steps, step)
+        return self.log[max(0, end - limit):end]
+
+    def next_event(self, step: int, kinds: tuple[str, ...] = JUMP_KINDS) -> Event | None:
+        for event in self.log[bisect.bisect_right(self._log_steps, step):]:
+            if event.kind in kinds:
+                return event
+        return None
+
+    def prev_event(self, step: int, kinds: tuple[str, ...] = JUMP_KINDS) -> Event | None:
+        for event in reversed(self.log[:bisect.bisect_left(self._log_steps, step)]):
+            if event.kind in kinds:
+                return event
+        return None
+
+    # -- time -------------------------------------------------------------------------------
+
+    def step_at_wall(self, wall_s: float) -> int:
+        """The last step that had ended by `wall_s` (a replay's 1x pace is the recorded one)."""
+        index = bisect.bisect_right(self.column("wall_s"), wall_s) - 1
+        return self.first_step + max(0, index)
+
+    def wall_of(self, step: int) -> float:
+        s = self.get(step)
+        return s.wall_s if s is not None else 0.0
+
+    # -- columns and plot series ------------------------------------------------------------
+
+    def column(self, name: str) -> list[float]:
+        """One value per held step (a StepRecord field or a derived count), kept current."""
+        getter = COLUMNS.get(name)
+        if getter is None:
+            raise KeyError(f"unknown column {name!r}; known: {', '.join(COLUMNS)}")
+        values = self._columns.setdefault(name, [])
+        if len(values) < len(self.steps):
+            values.extend(map(getter, self.steps[len(values):]))
+        return values
+
+    def series(self, name: str, lo: int, hi: int, points: int) -> tuple[np.ndarray, np.ndarray]:
+        """Steps lo..hi (inclusive) of one plot series, downsampled to at most `points` points.
+
+        Each point covers a bin of steps: counts and percentages take the bin's maximum (so a
+        peak right before the abort is not averaged away), token rates are the bin's tokens
+        over its simulated seconds. Closed ranges are cached.
+        """
+        if name not in SERIES:
+            raise KeyError(f"unknown series {name!r}; known: {', '.join(SERIES)}")
+        first = self.first_step
+        a, b = max(0, lo - first), min(len(self.steps), hi - first + 1)
+        if b <= a:
+            return np.empty(0), np.empty(0)
+        points = max(1, points)
+        key = (name, a, b, points)
+        cached = self._windows.get(key)
+        if cached is not None:
+            return cached
+        n = b - a
+        size = -(-n // points)  # ceil
+        nbins = -(-n // size)
+        pad = nbins * size - n
+        xs = np.arange(a, b, size, dtype=float) + first
+        if name.endswith("_tps"):
+            tokens = np.asarray(self.column("prompt_tokens" if name == "prompt_tps"
+                                            else "generated_tokens")[a:b], dtype=float)
+            secs = np.asarray(self.column("sim_step_s")[a:b], dtype=float)
+            if pad:
+                tokens = np.concatenate([tokens, np.zeros(pad)])
+                secs = np.concatenate([secs, np.zeros(pad)])
+            t = tokens.reshape(nbins, size).sum(axis=1)
+            s = secs.reshape(nbins, size).sum(axis=1)
+            ys = np.divide(t, s, out=np.zeros_like(t), where=s > 0)
+        else:
+            values = np.asarray(self.column(name)[a:b], dtype=float)
+            if pad:
+                values = np.concatenate([values, np.full(pad, values[-1])])
+            ys = values.reshape(nbins, size).max(axis=1)
+        if len(self._windows) > 64:
+            self._windows.clear()
+        self._windows[key] = (xs, ys)
+        return xs, ys
 
 
+Recording = Run
+"""The name the recording commands use for a loaded run."""
