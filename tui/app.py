@@ -24,8 +24,8 @@ class ObservatoryApp(App[int]):
         return self.main_screen
 
     async def action_quit(self) -> None:
-        """ctrl+q must close a recording as cleanly as the screen's own `q`."""
-        shutdown = getattr(self.main_screen, "shutdown", None)
-        if shutdown is not None:
-            shutdown()
+        """ctrl+q lets go of the run's source as cleanly as the screen's own `q`."""
+        source = getattr(self.main_screen, "source", None)
+        if source is not None:
+            source.close()
         self.exit(0)

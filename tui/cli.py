@@ -9,7 +9,9 @@ recording on). Textual is imported only when a TUI command runs, so `observatory
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from engine.cli import add_run_flags, build_parser, dispatch, spec_from_args
@@ -21,15 +23,30 @@ DEFAULT_WINDOW = 2000
 def cmd_live(args: argparse.Namespace) -> int:
     from tui.launch import live
 
-    spec = spec_from_args(args)
     if args.window < 10:
         raise ConfigError(f"--window must be at least 10 steps, got {args.window}")
-    record = None
-    if not args.no_record:
-        from engine.stream.recorder import default_recording_path
-
-        record = args.record or str(default_recording_path(spec))
+    if args.connect:
+        return live(None, window=args.window, connect=(args.connect, read_token(args)))
+    spec = spec_from_args(args)
+    record = None if args.no_record else (args.record or "auto")
     return live(spec, record, window=args.window)  # refuses --record - itself
+
+
+def read_token(args: argparse.Namespace) -> str:
+    """The shared secret for --connect: --token-file, else $OBSERVATORY_TOKEN."""
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read --token-file {args.token_file}: "
+                              f"{exc.strerror or exc}") from None
+    else:
+        token = os.environ.get("OBSERVATORY_TOKEN", "").strip()
+    if not token:
+        raise ConfigError("--connect needs the server's token: --token-file FILE (serve "
+                          "prints the token, or writes it with its own --token-file) or "
+                          "$OBSERVATORY_TOKEN")
+    return token
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -44,6 +61,11 @@ def build_full_parser() -> argparse.ArgumentParser:
     add_run_flags(live)
     live.add_argument("--window", type=int, default=DEFAULT_WINDOW,
                       help=f"steps shown in the live plots (default {DEFAULT_WINDOW})")
+    attach = live.add_argument_group("attach to a running `observatory serve`")
+    attach.add_argument("--connect", metavar="HOST:PORT",
+                        help="watch and steer a server's run instead of starting an engine")
+    attach.add_argument("--token-file", metavar="FILE",
+                        help="file holding the server's token (default: $OBSERVATORY_TOKEN)")
     live.set_defaults(func=cmd_live)
     replay = sub.add_parser("replay", help="replay a recording (two: side by side)")
     replay.add_argument("paths", nargs="+", metavar="PATH", help="recording file, or - (stdin)")

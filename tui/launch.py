@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.errors import ConfigError
 from engine.spec import RunSpec
 from tui.app import ObservatoryApp
 from tui.run_view import RunView
+
+if TYPE_CHECKING:
+    from tui.live_screen import SourceFactory
 
 MIN_SPEED, MAX_SPEED = 0.25, 64.0
 
@@ -24,32 +28,68 @@ def _fail(message: str) -> int:
     return 2
 
 
-def live_app(spec: RunSpec, record: str | None, window: int = 2000,
-             session_factory=None) -> ObservatoryApp:
+RecordMode = str | None
+"""Where a live run records: None (not at all), "auto" (recordings/<time>-<preset>-<policy>,
+named anew for every restart, so the name always says the policy that ran), or a path (the
+first run; restarts then go back to "auto")."""
+
+
+def local_engine_source(record: RecordMode) -> "SourceFactory":
+    """Sources that run each spec in a local engine child process (tui.run_source)."""
+    from engine.child import spawn_local
+    from engine.stream.recorder import default_recording_path
+    from tui.run_source import EngineSource
+
+    paths = [record] if record not in (None, "auto") else []
+
+    def open_source(spec: RunSpec) -> EngineSource:
+        if record is None:
+            path = None
+        elif paths:
+            path = paths.pop()
+        else:
+            path = str(default_recording_path(spec))
+        return EngineSource(lambda: spawn_local(spec, path))
+
+    return open_source
+
+
+def remote_engine_source(address: str, token: str) -> "SourceFactory":
+    """A source attached to `observatory serve` at `address` (one run; no restart)."""
+    from engine.stream.client import connect
+    from tui.run_source import EngineSource
+
+    return lambda _spec: EngineSource(lambda: connect(address, token, client="tui"))
+
+
+def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
+             connect: tuple[str, str] | None = None) -> ObservatoryApp:
+    """The live monitor on a local engine child running `spec`, or attached to a server
+    (`connect=(address, token)`, `spec` None). Raises ConfigError for bad arguments."""
     from tui.live_screen import LiveScreen
 
     if record == "-":
         raise ConfigError("live mode draws on the terminal, so it cannot record to stdout "
                           "(-): give a file path or --no-record")
-    kwargs = {} if session_factory is None else {"session_factory": session_factory}
-    return ObservatoryApp(lambda: LiveScreen(spec, record, window, **kwargs))
+    if connect is not None:
+        address, token = connect
+        factory = remote_engine_source(address, token)
+        return ObservatoryApp(lambda: LiveScreen(None, factory, window, restartable=False,
+                                                 title=address))
+    assert spec is not None
+    factory = local_engine_source(record)
+    return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window))
 
 
-def live(spec: RunSpec, record: str | None, window: int = 2000) -> int:
-    """Run `spec` on the live monitor. `record`: a file path, or None for no recording."""
+def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
+         connect: tuple[str, str] | None = None) -> int:
+    """Run the live monitor; print the recordings the engine wrote when it closes."""
     try:
-        spec = spec.validated()
-        app = live_app(spec, record, window)
+        app = live_app(spec, record, window, connect=connect)
     except ConfigError as exc:
         return _fail(str(exc))
-    try:
-        code = app.run()
-    finally:
-        screen = app.main_screen
-        if screen is not None:
-            screen.shutdown()  # idempotent: stop the engine, close the recording
-    recordings = getattr(app.main_screen, "recordings", [])
-    for path in recordings:
+    code = app.run()
+    for path in getattr(app.main_screen, "recordings", []):
         print(f"recording: {path}", file=sys.stderr)
     return code if isinstance(code, int) else 0
 
@@ -92,20 +132,15 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
     if follow:
         if len(paths) != 1:
             raise ConfigError("--follow follows one recording; compare needs finished ones")
-        from engine.stream.reader import follow as follow_items
+        from tui.run_source import FollowSource
 
         path = paths[0]
         if path != "-" and not os.path.exists(path):
             raise ConfigError(f"{path}: no such file: start the writer first, or pass - to "
                               f"read a recording from stdin")
-        view = RunView()
-
-        def items(stop):
-            return follow_items(path, stop=stop, lenient=lenient)
-
-        return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(path),
-                                                   speed=speed, autoplay=autoplay,
-                                                   follow=items))
+        source = FollowSource(path, lenient=lenient)
+        return ObservatoryApp(lambda: ReplayScreen(RunView(), title=_display_name(path),
+                                                   speed=speed, source=source))
     loaded = [load_view(p, lenient) for p in paths]
     if len(paths) == 2:
         views = [v for v, _ in loaded]

@@ -1,8 +1,11 @@
-"""Every message the observatory's widgets post, in one place (Toolong style).
+"""Every message the observatory's widgets and background readers post, in one place (Toolong
+style).
 
-Widgets post these upwards; the live and replay screens decide what they mean (a seek in replay,
-nothing in live). Data flows the other way by plain method calls on the UI thread, batched by
-the screen's refresh timer.
+Widgets post upwards (a seek, a chosen row). A run source's reader thread posts what arrived
+from its engine process or file; it never touches widgets or sets flags for a timer to poll.
+Records themselves travel through the source's queue, not inside messages: `RecordsArrived`
+only says "there is more", and many of them coalesce into one (`can_replace`), so a burst of
+thousands of records costs the UI one drain and one redraw.
 """
 
 from __future__ import annotations
@@ -24,3 +27,64 @@ class StepSelected(Message):
     def __init__(self, step: int) -> None:
         super().__init__()
         self.step = step
+
+
+# ---- from a run source's reader thread -------------------------------------------------------
+
+class RecordsArrived(Message):
+    """New records are waiting in the source's queue."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RecordsArrived)
+
+
+class EngineStage(Message):
+    """The engine process reached a start-up stage ("importing vLLM", "first step", ...)."""
+
+    def __init__(self, stage: str, detail: str = "") -> None:
+        super().__init__()
+        self.stage = stage
+        self.detail = detail
+
+
+class CommandAcked(Message):
+    """The engine answered a command (`ok` False: refused, `message` says why)."""
+
+    def __init__(self, command_id: int, op: str, ok: bool, message: str,
+                 step: int | None) -> None:
+        super().__init__()
+        self.command_id = command_id
+        self.op = op
+        self.ok = ok
+        self.message = message
+        self.step = step
+
+
+class EngineStateChanged(Message):
+    """running / paused / stopping, as the engine process reports it."""
+
+    def __init__(self, state: str) -> None:
+        super().__init__()
+        self.state = state
+
+
+class RecordingChanged(Message):
+    """The engine process's recording: where, how big, and whether it failed."""
+
+    def __init__(self, path: str | None, size: int, error: str | None) -> None:
+        super().__init__()
+        self.path = path
+        self.size = size
+        self.error = error
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RecordingChanged) and message.error is None
+
+
+class StreamEnded(Message):
+    """The source has nothing more to give: the run ended, the file ended, or the connection
+    closed. `error` is a one-line reason when it ended badly."""
+
+    def __init__(self, error: str | None = None) -> None:
+        super().__init__()
+        self.error = error

@@ -1,0 +1,187 @@
+"""Where a screen's records come from: the one interface between the UI and a run.
+
+A screen never sees an engine, a socket or a file. It sees a `RunSource`: `start(target)` begins
+reading on a background thread, which queues records and posts typed messages
+(tui.messages) to `target`; the screen drains the queue when `RecordsArrived` comes in, and
+sends commands with `send`. Two kinds exist:
+
+- `EngineSource`: an engine process (a local child, or `observatory serve` reached over TCP)
+  through an `engine.stream.client.EngineLink`. It takes commands.
+- `FollowSource`: a recording another process is still writing, or stdin. Read-only.
+
+A whole recording needs no source: it is loaded before the screen opens.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Callable, Protocol
+
+from textual.message_pump import MessagePump
+
+from engine.errors import ConfigError
+from engine.stream.records import Header, Record
+from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
+                          RecordsArrived, StreamEnded)
+
+Item = Header | Record
+
+
+class RunSource(Protocol):
+    """What a screen needs from wherever its run comes from."""
+
+    controllable: bool  # whether `send` reaches an engine
+
+    def start(self, target: MessagePump) -> None:
+        """Begin reading on a background thread; post messages to `target`."""
+
+    def drain(self) -> list[Item]:
+        """Every record queued since the last drain, in order (UI thread)."""
+
+    def send(self, op: str, arg: str | int | None = None) -> int | None:
+        """Send a command (policy, pause, resume, burst, stop, record); its id, or None if
+        this source takes no commands or the engine is gone."""
+
+    def close(self) -> None:
+        """Stop reading and let go of the engine (it finishes its recording on its own)."""
+
+
+class _QueuedSource:
+    """The reader-thread half every source shares: queue records, post one coalescing
+    RecordsArrived per burst, and always end with exactly one StreamEnded."""
+
+    controllable = False
+
+    def __init__(self) -> None:
+        self._queue: collections.deque[Item] = collections.deque()
+        self._target: MessagePump | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, target: MessagePump) -> None:
+        self._target = target
+        self._thread = threading.Thread(target=self._run, name=type(self).__name__,
+                                        daemon=True)
+        self._thread.start()
+
+    def drain(self) -> list[Item]:
+        queue, items = self._queue, []
+        while queue:
+            items.append(queue.popleft())
+        return items
+
+    def send(self, op: str, arg: str | int | None = None) -> int | None:
+        return None
+
+    def close(self) -> None:
+        self._stop.set()
+
+    def _post(self, message: Any) -> None:
+        if self._target is not None:
+            self._target.post_message(message)
+
+    def _push(self, item: Item) -> None:
+        self._queue.append(item)
+        self._post(RecordsArrived())
+
+    def _run(self) -> None:
+        error: str | None = None
+        try:
+            self._read()
+        except ConfigError as exc:  # RecordingError, a refused connection: one line
+            error = str(exc)
+        except ConnectionError as exc:  # the link ended without the run's end record
+            error = str(exc) or "the connection to the engine closed"
+        except OSError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        self._post(StreamEnded(error))
+
+    def _read(self) -> None:
+        raise NotImplementedError
+
+
+class FollowSource(_QueuedSource):
+    """A growing recording (plain or .zst) or stdin, read with engine.stream.reader.follow."""
+
+    def __init__(self, path: str, lenient: bool = False) -> None:
+        super().__init__()
+        self.path = path
+        self.lenient = lenient
+
+    def _read(self) -> None:
+        from engine.stream.reader import follow
+
+        for item in follow(self.path, stop=self._stop, lenient=self.lenient):
+            self._push(item)
+
+
+class EngineSource(_QueuedSource):
+    """An engine process, through an EngineLink that `open_link` makes on the reader thread
+    (spawning a child or connecting to a server can take a moment, or fail with one line)."""
+
+    controllable = True
+
+    def __init__(self, open_link: Callable[[], Any]) -> None:
+        super().__init__()
+        self._open_link = open_link
+        self._link: Any = None
+        self._ready = threading.Event()
+
+    @property
+    def pid(self) -> int | None:
+        return getattr(self._link, "pid", None)
+
+    def send(self, op: str, arg: str | int | None = None) -> int | None:
+        link = self._link
+        if link is None:
+            return None
+        try:
+            return link.send(op, arg)
+        except OSError:
+            return None  # the engine is gone; StreamEnded says so
+
+    def close(self) -> None:
+        super().close()
+        link = self._link
+        if link is not None:
+            link.close()
+
+    def _read(self) -> None:
+        from engine.stream import protocol
+
+        self._link = link = self._open_link()
+        if self._stop.is_set():
+            link.close()
+            return
+        for item in link.items():
+            if isinstance(item, protocol.Disconnected):
+                if not self._stop.is_set():
+                    raise ConnectionError(item.reason)
+                return
+            message = _service_message(item, protocol)
+            if message is None:
+                self._push(item)
+            elif message is not _IGNORED:
+                self._post(message)
+
+
+_IGNORED = object()
+
+
+def _service_message(item: Any, protocol: Any) -> Any:
+    """The UI message for a service-only line, _IGNORED for one the UI has no use for, or None
+    for a record (which goes to the queue)."""
+    if isinstance(item, protocol.Progress):
+        return EngineStage(item.stage, item.detail)
+    if isinstance(item, protocol.Ack):
+        return CommandAcked(item.id, item.op, item.ok, item.message, item.step)
+    if isinstance(item, protocol.StateChanged):
+        return EngineStateChanged(item.state)
+    if isinstance(item, protocol.RecordingStatus):
+        return RecordingChanged(item.path, item.bytes, item.error)
+    if isinstance(item, (protocol.Welcome, protocol.Closing, protocol.Refused)):
+        return _IGNORED
+    return None
+def iter_nothing() -> Iterator[Item]:
+    return iter(())
