@@ -10,8 +10,8 @@ from typing import Any, Callable
 
 import msgspec
 
-from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged,
-                                   Record, RunFinished, StepRecord)
+from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, ObserverError,
+                                   PolicyChanged, Record, RunFinished, StepRecord)
 
 # ---- the indexed run ----------------------------------------------------------------------
 
@@ -25,7 +25,8 @@ _STEP_KINDS: dict[str, Callable[[StepRecord], bool]] = {
 }
 # Record kinds, by the `kind` tag they carry in the file.
 _RECORD_KINDS: dict[type, str] = {Arrivals: "arrivals", PolicyChanged: "policy",
-                                  EngineAborted: "abort", LogLine: "log", RunFinished: "end"}
+                                  EngineAborted: "abort", LogLine: "log", RunFinished: "end",
+                                  ObserverError: "observer_error"}
 EVENT_KINDS: tuple[str, ...] = (*_STEP_KINDS, *_RECORD_KINDS.values())
 
 
