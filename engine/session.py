@@ -1,20 +1,33 @@
 """A session: one engine, one workload, one stream of records, on its own thread.
 
-This is the small interface everything else talks to (the headless CLI, the TUI, verify).
+This is the small interface everything else talks to (engine.host, verify, the tests).
 Commands from other threads (policy, pause, burst, stop) go through a queue and apply at the next
-step boundary, so a step is never observed half-way. Subscribers ("sinks") get every item in
-order on the engine thread: first the Header, then records, and always exactly one RunFinished
-last. A sink must be cheap and must not touch UI widgets (post a message instead).
+step boundary, so a step is never observed half-way. Each command may carry a `done(ok, message,
+step)` callback, called on the engine thread once it has been applied (or refused), which is what
+a service turns into an acknowledgement. Subscribers ("sinks") get every item in order on the
+engine thread: first the Header, then records, and always exactly one RunFinished last. A sink
+must be cheap and must not touch UI widgets (post a message instead).
 
-When vLLM raises out of `step()` (issue #5578's "Aborted due to the lack of CPU swap space", or
-any other engine failure), the session emits EngineAborted with the scheduler's state at that
-moment, then RunFinished(reason="aborted"), and stops. The engine is not reusable after that;
-start a new Session with the same spec.
+Two kinds of failure end a run, and the stream says which:
+- vLLM raises out of `step()` (issue #5578's "Aborted due to the lack of CPU swap space", or any
+  other engine failure): EngineAborted with the scheduler's state at that moment, then
+  RunFinished(reason="aborted").
+- The observatory's own code raises (a scheduler hook, `build_step_record`, a sink): that is our
+  bug, not vLLM's, so it becomes ObserverError (where, error, message), then
+  RunFinished(reason="observer_error"). The hooks wrap their own exceptions in HookError so the
+  two can be told apart even though both come out of `step()`.
+The engine is not reusable after either; start a new Session with the same spec.
+
+Once the initial requests are added the session moves everything alive into the garbage
+collector's permanent generation (`gc.freeze()`): the seed's 10,000 requests are ~80,000
+sequences that every full collection would otherwise re-scan (0.2-0.8 s each), which costs the
+engine 20-30% of its steps/s (bench/bench_engine.py measures it).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import queue
 import socket
 import threading
@@ -24,34 +37,74 @@ from typing import Callable
 from engine import __version__, logs
 from engine.adapters import hooks as vllm_hooks
 from engine.adapters.build import BuiltEngine, build_engine
-from engine.policy import Policy, parse_policy
-from engine.stream.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, LogLine,
-                            PolicyChanged, Record, RunFinished)
-from engine.spec import RunSpec
 from engine.adapters.step_record import build_step_record
+from engine.policy import Policy, parse_policy
+from engine.spec import RunSpec
+from engine.stream.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, LogLine,
+                                   ObserverError, PolicyChanged, Record, RunFinished)
 from engine.workload import Request, Workload
 
 Item = Header | Record
 Sink = Callable[[Item], None]
+Done = Callable[[bool, str, int], None]
+"""Command callback: (applied, one-line message, step it applied at)."""
+ProgressFn = Callable[[str, str], None]
+StateFn = Callable[[str, int], None]
 
 # vLLM's fcfs policy orders by arrival_time. The seed's add_request loop stamps each request with
 # a distinct, increasing time.time(); requests arriving at the same simulated instant get stamps
 # this far apart so vLLM sees the same order (ties would make its stable sort keep queue order,
 # which changes who gets preempted).
 _ARRIVAL_TIEBREAK_S = 1e-6
+OVER_STATES = ("finished", "aborted", "stopped", "failed")
+_STATE_FOR_REASON = {"aborted": "aborted", "stopped": "stopped", "observer_error": "failed"}
+
+
+class _EngineFault(Exception):
+    """Internal: vLLM's own code raised (out of `step()` or `add_request`)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class _ObserverFault(Exception):
+    """Internal: the observatory's own code failed at `where` (the cause is `__cause__`)."""
+
+    def __init__(self, where: str, cause: BaseException) -> None:
+        super().__init__(where)
+        self.where = where
+        self.cause = cause
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _sink_name(sink: Sink) -> str:
+    return getattr(sink, "__qualname__", None) or type(sink).__qualname__
 
 
 class Session:
-    def __init__(self, spec: RunSpec) -> None:
+    def __init__(self, spec: RunSpec, *, on_progress: ProgressFn | None = None,
+                 on_state: StateFn | None = None, freeze_gc: bool = True) -> None:
         self.spec = spec
         self.header: Header | None = None
         self.state = "starting"
         self._sinks: list[Sink] = []
-        self._commands: queue.Queue[tuple[str, object, str]] = queue.Queue()
+        self._commands: queue.Queue[tuple[str, object, str, Done | None]] = queue.Queue()
+        self._accepting = threading.Lock()  # guards _over against a command racing the end
+        self._over = False
         self._built: BuiltEngine | None = None
         self._hook: vllm_hooks.SchedulerHook | None = None
         self._thread: threading.Thread | None = None
         self._policy = parse_policy(spec.policy)
+        self._on_progress = on_progress or (lambda stage, detail: None)
+        self._on_state = on_state or (lambda state, step: None)
+        self._freeze_gc = freeze_gc
+        self._sink_fault: _ObserverFault | None = None
+        self._step, self._sim_s = 0, 0.0
 
     # ------------------------------------------------------------------ public API
     @property
@@ -71,7 +124,12 @@ class Session:
         if self._built is not None:
             return
         spec = self.spec.validated()
+        self._on_progress("building the engine", "")
         built = build_engine(spec)
+        gpu_total, cpu_total = vllm_hooks.block_counts(built.engine.scheduler)[1::2]
+        self._on_progress("building the engine",
+                          f"{gpu_total:,} GPU blocks, {cpu_total:,} CPU blocks of "
+                          f"{spec.block_size} tokens")
         self._workload = Workload(spec, built.max_model_len, built.count_tokens)
         self._hook = vllm_hooks.attach(built.engine.scheduler, self._policy)
         self._built = built
@@ -97,119 +155,228 @@ class Session:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def set_policy(self, policy: str | Policy, source: str = "api") -> None:
-        self._commands.put(("policy", parse_policy(policy), source))
+    @property
+    def over(self) -> bool:
+        return self._over
 
-    def add_burst(self, size: int | None = None, source: str = "api") -> None:
-        self._commands.put(("burst", size or self.spec.burst_size, source))
+    def set_policy(self, policy: str | Policy, source: str = "api",
+                   done: Done | None = None) -> None:
+        self._submit("policy", parse_policy(policy), source, done)
 
-    def pause(self) -> None:
-        self._commands.put(("pause", None, ""))
+    def add_burst(self, size: int | None = None, source: str = "api",
+                  done: Done | None = None) -> None:
+        self._submit("burst", size or self.spec.burst_size, source, done)
 
-    def resume(self) -> None:
-        self._commands.put(("resume", None, ""))
+    def pause(self, done: Done | None = None) -> None:
+        self._submit("pause", None, "", done)
 
-    def stop(self) -> None:
-        self._commands.put(("stop", None, ""))
+    def resume(self, done: Done | None = None) -> None:
+        self._submit("resume", None, "", done)
+
+    def stop(self, done: Done | None = None) -> None:
+        self._submit("stop", None, "", done)
+
+    def at_boundary(self, fn: Callable[[int], tuple[bool, str]], done: Done | None = None) -> None:
+        """Call `fn(step)` on the engine thread between two steps (before `step` runs); its
+        (ok, message) goes to `done`. For work that must line up exactly with the stream, such
+        as opening a recording mid-run."""
+        self._submit("call", fn, "", done)
 
     # ------------------------------------------------------------------ the engine loop
     def run(self) -> None:
         """Run to the end of the stream on the calling thread."""
         self.prepare()
-        assert self._built is not None and self._hook is not None and self.header is not None
+        assert self.header is not None
+        self._last_stamp = -1.0
+        self._t0 = time.perf_counter()
+        self._step, self._sim_s = 0, 0.0
+        header_out = frozen = False
+        try:
+            pending = self._workload.initial()
+            upcoming: Request | None = next(pending, None)
+            first: list[Request] = []
+            while upcoming is not None and upcoming.arrival_s <= 0.0:
+                first.append(upcoming)
+                upcoming = next(pending, None)
+            self._on_progress(f"adding {len(first):,} requests", "")
+            first_arrivals = self._add_requests(first, 0, 0.0, "workload") if first else None
+            if self._freeze_gc:
+                gc.collect()
+                gc.freeze()
+                frozen = True
+            self._on_progress("first step", "")
+            self._set_state("running", 0)
+            self._emit(self.header)
+            header_out = True
+            if first_arrivals is not None:
+                self._emit(first_arrivals)
+            reason, last = self._loop(pending, upcoming), None
+        except _EngineFault as fault:  # vLLM raised: that is an engine abort
+            self._emit_logs(self._step)
+            reason, last = "aborted", self._abort_record(fault.cause)
+        except _ObserverFault as fault:
+            self._emit_logs(self._step)
+            reason, last = "observer_error", self._observer_error(fault)
+        except Exception as exc:  # anything else here is the session's own code
+            self._emit_logs(self._step)
+            reason, last = "observer_error", self._observer_error(_ObserverFault("session", exc))
+        if not header_out:
+            self._emit(self.header)
+        if last is not None:
+            self._emit(last)
+        self._emit_logs(self._step)
+        self._finish(reason)
+        if frozen:
+            gc.unfreeze()
+
+    def _loop(self, pending, upcoming: Request | None) -> str:
+        """Step until the run ends; return RunFinished's reason. Failures raise _EngineFault
+        (vLLM's code) or _ObserverFault (ours); `self._step` says where."""
+        assert self._built is not None and self._hook is not None
         engine = self._built.engine
         scheduler = engine.scheduler
         spec = self.spec
         cost = spec.cost
+        hook = self._hook
         toggles: dict[int, list[str]] = {}
         for at, policy in spec.toggles:
             toggles.setdefault(at, []).append(policy)
-        pending = self._workload.initial()
-        upcoming: Request | None = next(pending, None)
-        self._last_stamp = -1.0
-        self._t0 = time.perf_counter()
-        self.state = "running"
-        self._emit(self.header)
-
-        step, sim_s, reason = 0, 0.0, "completed"
+        step, sim_s = 0, 0.0
         while True:
+            self._step, self._sim_s = step, sim_s
+            if self._sink_fault is not None:
+                raise self._sink_fault
             if self._drain_commands(step, sim_s):
-                reason = "stopped"
-                break
+                return "stopped"
             for policy in toggles.pop(step, ()):
                 self._change_policy(step, parse_policy(policy), "toggle-at")
             if spec.max_steps is not None and step >= spec.max_steps:
-                reason = "max_steps"
-                break
+                return "max_steps"
             if upcoming is not None and upcoming.arrival_s <= sim_s:
                 due: list[Request] = []
                 while upcoming is not None and upcoming.arrival_s <= sim_s:
                     due.append(upcoming)
                     upcoming = next(pending, None)
-                self._add_requests(due, step, sim_s, "workload")
+                self._emit(self._add_requests(due, step, sim_s, "workload"))
             if not engine.has_unfinished_requests():
                 if upcoming is None:
-                    break
+                    return "completed"
                 sim_s = upcoming.arrival_s  # idle: jump the simulated clock to the next arrival
                 continue
             try:
                 engine.step()
+            except vllm_hooks.HookError as exc:  # our hook, inside vLLM's step: our bug
+                raise _ObserverFault(exc.where, exc.cause) from exc
             except Exception as exc:  # vLLM aborts by raising; the stream must say so and end
-                self._emit_logs(step)
-                self._emit(self._abort_record(step, sim_s, exc))
-                reason = "aborted"
-                break
-            record = build_step_record(step, self._hook.current, scheduler, cost, sim_s,
-                                       time.perf_counter() - self._t0)
+                raise _EngineFault(exc) from exc
+            try:
+                record = build_step_record(step, hook.current, scheduler, cost, sim_s,
+                                           time.perf_counter() - self._t0)
+            except Exception as exc:
+                raise _ObserverFault("build_step_record", exc) from exc
             sim_s = record.sim_s
             self._emit_logs(step)
             self._emit(record)
             step += 1
-        self._emit_logs(step)
-        self.state = {"aborted": "aborted", "stopped": "stopped"}.get(reason, "finished")
-        self._emit(RunFinished(steps=step, reason=reason, sim_s=sim_s,
-                               wall_s=time.perf_counter() - self._t0))
 
     # ------------------------------------------------------------------ helpers
     def _emit(self, item: Item) -> None:
         for sink in self._sinks:
-            sink(item)
+            try:
+                sink(item)
+            except Exception as exc:  # a broken sink is an observatory bug: end the run cleanly
+                if self._sink_fault is None:
+                    self._sink_fault = _ObserverFault(f"sink {_sink_name(sink)}", exc)
+                    self._broken_sink = sink
+
+    def _observer_error(self, fault: _ObserverFault) -> ObserverError:
+        if fault is self._sink_fault:  # the broken sink gets nothing more
+            self._sinks = [s for s in self._sinks if s is not self._broken_sink]
+        cause = fault.cause
+        return ObserverError(step=self._step, where=fault.where, error=type(cause).__name__,
+                             message=_first_line(cause))
+
+    def _finish(self, reason: str) -> None:
+        """Refuse what is still queued, then emit the one RunFinished."""
+        step = self._step
+        with self._accepting:
+            self._over = True
+        while True:
+            try:
+                kind, _, _, done = self._commands.get_nowait()
+            except queue.Empty:
+                break
+            if done is not None:
+                done(kind == "stop", "the run is over", step)
+        self._set_state(_STATE_FOR_REASON.get(reason, "finished"), step)
+        self._emit(RunFinished(steps=step, reason=reason, sim_s=self._sim_s,
+                               wall_s=time.perf_counter() - self._t0))
+
+    def _set_state(self, state: str, step: int) -> None:
+        self.state = state
+        self._on_state(state, step)
+
+    def _submit(self, kind: str, value: object, source: str, done: Done | None) -> None:
+        with self._accepting:
+            if not self._over:
+                self._commands.put((kind, value, source, done))
+                return
+        if done is not None:
+            done(kind == "stop", "the run is over", self._step)
 
     def _emit_logs(self, step: int) -> None:
         for line in logs.drain():
             self._emit(LogLine(step=step, level=line.level, logger=line.logger,
                                message=line.message, repeats=line.repeats))
 
-    def _change_policy(self, step: int, policy: Policy, source: str) -> None:
+    def _change_policy(self, step: int, policy: Policy, source: str) -> bool:
         if policy == self._policy:
-            return
+            return False
         old, self._policy = self._policy, policy
         assert self._hook is not None
         self._hook.set_policy(policy, source)  # applied by the hook when step `step` schedules
         self._emit(PolicyChanged(step=step, old=str(old), new=str(policy), source=source))
+        return True
 
     def _drain_commands(self, step: int, sim_s: float) -> bool:
         """Apply queued commands; block while paused. True means stop."""
         paused = False
         while True:
             try:
-                kind, value, source = self._commands.get(block=paused, timeout=None)
+                kind, value, source, done = self._commands.get(block=paused, timeout=None)
             except queue.Empty:
                 return False
-            if kind == "policy":
-                self._change_policy(step, value, source)  # type: ignore[arg-type]
-            elif kind == "burst":
-                requests = self._workload.burst(int(value), sim_s)  # type: ignore[arg-type]
-                self._add_requests(requests, step, sim_s, "burst")
-            elif kind == "pause":
-                paused, self.state = True, "paused"
-            elif kind == "resume":
-                paused, self.state = False, "running"
-            elif kind == "stop":
+            ok, message = True, ""
+            try:
+                if kind == "policy":
+                    if not self._change_policy(step, value, source):  # type: ignore[arg-type]
+                        message = f"policy is already {value}"
+                elif kind == "burst":
+                    requests = self._workload.burst(int(value), sim_s)  # type: ignore[arg-type]
+                    self._emit(self._add_requests(requests, step, sim_s, "burst"))
+                elif kind == "pause":
+                    paused = True
+                    self._set_state("paused", step)
+                elif kind == "resume":
+                    if paused:
+                        paused = False
+                        self._set_state("running", step)
+                    else:
+                        message = "not paused"
+                elif kind == "call":
+                    ok, message = value(step)  # type: ignore[operator]
+            except (_ObserverFault, _EngineFault):
+                raise
+            except Exception as exc:
+                raise _ObserverFault(f"command {kind}", exc) from exc
+            if done is not None:
+                done(ok, message, step)
+            if kind == "stop":
                 return True
 
     def _add_requests(self, requests: list[Request], step: int, sim_s: float,
-                      source: str) -> None:
+                      source: str) -> Arrivals:
+        """Hand `requests` to vLLM; return the Arrivals record for the caller to emit."""
         from vllm import SamplingParams
 
         built = self._built
@@ -221,27 +388,27 @@ class Session:
         for request in requests:
             stamp = max(request.arrival_s, self._last_stamp + _ARRIVAL_TIEBREAK_S)
             self._last_stamp = stamp
-            if built.text_prompts and request.prompt_text is not None:
-                built.engine.add_request(request.request_id, {"prompt": request.prompt_text},
-                                         params, arrival_time=stamp)
-                prompt_tokens.append(len(waiting[-1].prompt_token_ids))  # vLLM's tokenization
-            else:
-                built.engine.add_request(request.request_id,
-                                         {"prompt_token_ids": request.prompt_token_ids}, params,
-                                         arrival_time=stamp)
-                prompt_tokens.append(len(request.prompt_token_ids))
-        self._emit(Arrivals(step=step, sim_s=sim_s, source=source,
-                            request_ids=[r.request_id for r in requests],
-                            prompt_tokens=prompt_tokens,
-                            arrival_s=[r.arrival_s for r in requests]))
+            text = built.text_prompts and request.prompt_text is not None
+            inputs = ({"prompt": request.prompt_text} if text
+                      else {"prompt_token_ids": request.prompt_token_ids})
+            try:
+                built.engine.add_request(request.request_id, inputs, params, arrival_time=stamp)
+            except Exception as exc:  # vLLM refused the request: vLLM's failure, not ours
+                raise _EngineFault(exc) from exc
+            prompt_tokens.append(len(waiting[-1].prompt_token_ids) if text  # vLLM's tokenization
+                                 else len(request.prompt_token_ids))
+        return Arrivals(step=step, sim_s=sim_s, source=source,
+                        request_ids=[r.request_id for r in requests],
+                        prompt_tokens=prompt_tokens,
+                        arrival_s=[r.arrival_s for r in requests])
 
-    def _abort_record(self, step: int, sim_s: float, exc: Exception) -> EngineAborted:
+    def _abort_record(self, exc: BaseException) -> EngineAborted:
         assert self._built is not None
+        step, sim_s = self._step, self._sim_s
         scheduler = self._built.engine.scheduler
         running, swapped, waiting = vllm_hooks.abort_queue_sizes(scheduler)
         gpu_used, gpu_total, cpu_used, cpu_total = vllm_hooks.block_counts(scheduler)
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return EngineAborted(step=step, message=message, error=type(exc).__name__, sim_s=sim_s,
-                             wall_s=time.perf_counter() - self._t0, running=running,
+        return EngineAborted(step=step, message=_first_line(exc), error=type(exc).__name__,
+                             sim_s=sim_s, wall_s=time.perf_counter() - self._t0, running=running,
                              swapped=swapped, waiting=waiting, gpu_used=gpu_used,
                              gpu_total=gpu_total, cpu_used=cpu_used, cpu_total=cpu_total)

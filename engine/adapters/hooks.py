@@ -30,6 +30,41 @@ from engine.policy import Policy, PrefillGate, parse_policy, withholds_prefills
 _WRAPPED = ("schedule", "_schedule_running", "_schedule_swapped", "_schedule_prefills")
 
 
+class HookError(Exception):
+    """The observatory's own hook code raised inside `LLMEngine.step()`.
+
+    The wrappers run in the middle of vLLM's scheduler, so without this an observatory bug
+    would leave `step()` looking exactly like vLLM aborting. Only the wrappers' own code is
+    wrapped; whatever the original vLLM methods raise passes through untouched. The original
+    exception is `__cause__`.
+    """
+
+    def __init__(self, where: str, cause: BaseException) -> None:
+        super().__init__(f"{where}: {type(cause).__name__}: {cause}")
+        self.where = where
+        self.cause = cause
+
+
+class _OwnCode:
+    """`with _OwnCode("hook x"):` turns any exception from the block into a HookError.
+    A plain class (not @contextmanager): it runs several times per step."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> None:  # noqa: ANN001
+        if exc is not None and isinstance(exc, Exception) and not isinstance(exc, HookError):
+            raise HookError(self.where, exc) from exc
+
+
+_OWN = {name: _OwnCode(f"hook {name}") for name in _WRAPPED}
+
+
 @dataclass
 class StepCapture:
     """What the hooks saw during one `Scheduler.schedule()` call."""
@@ -96,45 +131,53 @@ class SchedulerHook:
         self._originals.clear()
 
     def _schedule(self):
-        self._apply_pending()
-        self.current = capture = StepCapture(self._policy)
+        with _OWN["schedule"]:
+            self._apply_pending()
+            self.current = capture = StepCapture(self._policy)
         result = self._originals["schedule"]()
-        capture.outputs = result[1]
-        self.steps_scheduled += 1
+        with _OWN["schedule"]:
+            capture.outputs = result[1]
+            self.steps_scheduled += 1
         return result
 
     def _schedule_running(self, *args: Any, **kwargs: Any):
         remaining, out = self._originals["_schedule_running"](*args, **kwargs)
-        capture = self.current
-        capture.swapped_out = [g.request_id for g in out.swapped_out]
-        capture.recomputed = [g.request_id for g in out.preempted]
-        capture.preempted_this_step = len(out.swapped_out) + len(out.preempted)
+        with _OWN["_schedule_running"]:
+            capture = self.current
+            capture.swapped_out = [g.request_id for g in out.swapped_out]
+            capture.recomputed = [g.request_id for g in out.preempted]
+            capture.preempted_this_step = len(out.swapped_out) + len(out.preempted)
         return remaining, out
 
     def _schedule_swapped(self, *args: Any, **kwargs: Any):
         remaining, out = self._originals["_schedule_swapped"](*args, **kwargs)
-        capture = self.current
-        capture.still_swapped = len(remaining)
-        capture.swapped_in = [s.seq_group.request_id
-                              for s in out.prefill_seq_groups + out.decode_seq_groups]
-        capture.infeasible = [g.request_id for g in out.infeasible_seq_groups]
+        with _OWN["_schedule_swapped"]:
+            capture = self.current
+            capture.still_swapped = len(remaining)
+            capture.swapped_in = [s.seq_group.request_id
+                                  for s in out.prefill_seq_groups + out.decode_seq_groups]
+            capture.infeasible = [g.request_id for g in out.infeasible_seq_groups]
         return remaining, out
 
     def _schedule_prefills(self, waiting_queue: deque, budget: Any, curr_loras: Any,
                            enable_chunking: bool = False):
-        policy = self._policy
-        if enable_chunking and policy.name != "off" and waiting_queue:
-            capture = self.current
-            still = capture.still_swapped
-            gate = PrefillGate(
-                preempted_this_step=capture.preempted_this_step,
-                still_swapped=len(self.scheduler.swapped) if still is None else still,
-                cpu_usage=cpu_usage(self.scheduler),
-            )
-            if withholds_prefills(policy, gate):
-                capture.withheld = True
-                capture.held_back = len(waiting_queue)
-                return waiting_queue, SchedulerPrefillOutputs.create_empty()
+        with _OWN["_schedule_prefills"]:
+            policy = self._policy
+            withhold = False
+            if enable_chunking and policy.name != "off" and waiting_queue:
+                capture = self.current
+                still = capture.still_swapped
+                gate = PrefillGate(
+                    preempted_this_step=capture.preempted_this_step,
+                    still_swapped=len(self.scheduler.swapped) if still is None else still,
+                    cpu_usage=cpu_usage(self.scheduler),
+                )
+                withhold = withholds_prefills(policy, gate)
+                if withhold:
+                    capture.withheld = True
+                    capture.held_back = len(waiting_queue)
+        if withhold:
+            return waiting_queue, SchedulerPrefillOutputs.create_empty()
         return self._originals["_schedule_prefills"](waiting_queue, budget, curr_loras,
                                                      enable_chunking=enable_chunking)
 

@@ -105,13 +105,18 @@ class Recorder:
         """Encode and buffer one record; flush if the last flush is FLUSH_INTERVAL_S old."""
         if self._closed or self.error is not None:
             return
-        line = encode(item) + b"\n"
+        self.write_line(encode(item) + b"\n", end=isinstance(item, (RunFinished, EngineAborted)))
+
+    def write_line(self, line: bytes, end: bool = False) -> None:
+        """`write` for a record its owner has already encoded (with the newline), so a stream
+        that also goes to network clients is encoded once. `end`: flush now (an abort or the
+        end record: what a follower waits for)."""
+        if self._closed or self.error is not None:
+            return
         with self._lock:
             self._buf.append(line)
             self.records_written += 1
-            # The end of a stream is worth a flush at once: it is what a follower waits for.
-            if (isinstance(item, (RunFinished, EngineAborted))
-                    or time.monotonic() - self._last_flush >= self._interval):
+            if end or time.monotonic() - self._last_flush >= self._interval:
                 self._flush_locked()
 
     # ---- anyone's side --------------------------------------------------------------------

@@ -140,11 +140,24 @@ class RunFinished(msgspec.Struct, tag="end", tag_field="kind", kw_only=True, gc=
     wall_s: float
 
 
-Record = Union[StepRecord, Arrivals, PolicyChanged, EngineAborted, LogLine, RunFinished]
+class ObserverError(msgspec.Struct, tag="observer_error", tag_field="kind", kw_only=True,
+                    gc=False):
+    """The observatory's own code failed (a scheduler hook, building a step record, a sink):
+    a bug in the observatory, not in vLLM. Kept apart from EngineAborted so nobody mistakes it
+    for vLLM giving up. The run stops there; RunFinished(reason="observer_error") follows."""
+
+    step: int
+    where: str  # "hook _schedule_prefills", "build_step_record", "sink Recorder.sink"...
+    error: str  # exception type name
+    message: str  # its first line
+
+
+Record = Union[StepRecord, Arrivals, PolicyChanged, EngineAborted, LogLine, RunFinished,
+               ObserverError]
 """Anything that can follow the header in a stream or recording."""
 
 RECORD_TYPES: tuple[type, ...] = (StepRecord, Arrivals, PolicyChanged, EngineAborted, LogLine,
-                                  RunFinished)
+                                  RunFinished, ObserverError)
 
 
 class Header(msgspec.Struct, tag="header", tag_field="kind", kw_only=True):

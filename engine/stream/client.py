@@ -1,0 +1,175 @@
+"""The client side of the engine service: `connect()` for TCP and the `EngineLink` that every
+front end reads from (a local child from engine.child.spawn_local, or a remote serve).
+
+EngineLink in one paragraph: `items()` is a blocking iterator meant for a background thread;
+it yields the Header, the Records, and the service messages (Ack, Progress, RecordingStatus,
+StateChanged) in the order the engine process sent them. It always ends with exactly one of
+two items: RunFinished (the run is over; the engine process has closed its recording before
+sending it), or Disconnected{reason} (the connection ended first: refused, dropped, the engine
+process died, or `close()` was called). It never raises for a network or engine problem.
+`send(op, arg)` is thread-safe and returns the command id; the Ack with that id arrives through
+`items()`. A command sent on a dead link is lost silently, and `items()` ends with
+Disconnected.
+"""
+
+from __future__ import annotations
+
+import collections
+import socket
+import subprocess
+import threading
+from typing import Iterator
+
+import msgspec
+
+from engine.errors import ConfigError
+from engine.stream.protocol import (COMMAND_OPS, PROTOCOL_VERSION, Ack, Closing, Command,
+                                    Disconnected, Hello, Progress, RecordingStatus, Refused,
+                                    StateChanged, Welcome, decode_incoming, encode_line)
+from engine.stream.records import Header, Record, RunFinished
+
+CONNECT_TIMEOUT_S = 5.0
+LinkItem = Header | Record | Ack | Progress | RecordingStatus | StateChanged | Disconnected
+
+
+class EngineLink:
+    """One connection to an engine process. See the module docstring for the contract."""
+
+    def __init__(self, sock: socket.socket, *, address: str,
+                 process: subprocess.Popen | None = None,
+                 diagnostics: collections.deque | None = None,
+                 welcome: Welcome | None = None, stream=None) -> None:
+        self.address = address
+        self.welcome = welcome  # set once the engine process has answered the hello
+        self._sock = sock
+        self._stream = stream if stream is not None else sock.makefile("rb")
+        self._process = process
+        self._diagnostics = diagnostics if diagnostics is not None else collections.deque()
+        self._send_lock = threading.Lock()
+        self._next_id = 0
+        self._closed_by_us = False
+
+    @property
+    def pid(self) -> int | None:
+        """The local engine child's pid; None for a TCP link."""
+        return self._process.pid if self._process is not None else None
+
+    # ---- reading ---------------------------------------------------------------------------
+    def items(self) -> Iterator[LinkItem]:
+        """Blocking; ends after RunFinished or with one Disconnected (see module docstring)."""
+        stream = self._stream
+        while True:
+            try:
+                line = stream.readline()
+            except (OSError, ValueError):  # ValueError: read on a file close() closed
+                line = b""
+            if not line.endswith(b"\n"):  # EOF (a cut last line is the peer dying mid-write)
+                yield Disconnected(reason=self._eof_reason())
+                return
+            try:
+                item = decode_incoming(line)
+            except msgspec.DecodeError as exc:
+                self._shutdown()
+                yield Disconnected(reason=f"the engine at {self.address} sent a line this "
+                                          f"client cannot read ({str(exc)[:120]}); is it the "
+                                          f"same observatory version?")
+                return
+            kind = type(item)
+            if kind is Welcome:
+                self.welcome = item
+                continue
+            if kind is Refused or kind is Closing:
+                self._shutdown()
+                yield Disconnected(reason=item.reason)
+                return
+            yield item
+            if kind is RunFinished:
+                return
+
+    def _eof_reason(self) -> str:
+        if self._closed_by_us:
+            return "closed by this client"
+        process = self._process
+        if process is None:
+            return f"the engine at {self.address} closed the connection"
+        try:
+            code = process.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return "the engine process closed the connection"
+        last = self._diagnostics[-1] if self._diagnostics else ""
+        return (f"the engine process exited with code {code}" + (f": {last}" if last else ""))
+
+    # ---- writing ---------------------------------------------------------------------------
+    def send(self, op: str, arg: str | int | None = None) -> int:
+        """Send a command (op in COMMAND_OPS); return its id. Thread-safe."""
+        if op not in COMMAND_OPS:
+            raise ValueError(f"unknown command {op!r}: one of {', '.join(COMMAND_OPS)}")
+        with self._send_lock:
+            self._next_id += 1
+            command_id = self._next_id
+            try:
+                self._sock.sendall(encode_line(Command(id=command_id, op=op, arg=arg)))
+            except OSError:
+                pass  # the link is down: items() ends with Disconnected
+        return command_id
+
+    def close(self, timeout: float = 0.8) -> None:
+        """Leave. A local child is asked to stop and waited for up to `timeout` (it finishes
+        its recording on its own, and is reaped in the background if it takes longer); a
+        remote serve goes on running. Never hangs, never raises."""
+        if self._process is not None and self._process.poll() is None:
+            self.send("stop")
+        self._closed_by_us = True
+        self._shutdown()
+        process = self._process
+        if process is not None:
+            try:
+                process.wait(timeout=max(0.0, timeout))
+            except subprocess.TimeoutExpired:
+                threading.Thread(target=process.wait, name="observatory-reap",
+                                 daemon=True).start()
+
+    def _shutdown(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """"HOST:PORT" (or "[v6]:PORT") -> (host, port); ConfigError if it is not one."""
+    host, sep, port = address.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"bad address {address!r}: use HOST:PORT, e.g. 127.0.0.1:8765")
+    return host, int(port)
+
+
+def connect(address: str, token: str, client: str = "tui") -> EngineLink:
+    """Attach to `observatory serve` at HOST:PORT. Raises ConfigError (one line) if the address
+    is malformed or unreachable, or the server refuses (wrong token, other protocol version)."""
+    host, port = parse_address(address)
+    try:
+        sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise ConfigError(f"cannot connect to {address}: {why}: is `observatory serve` "
+                          f"running there?") from None
+    try:
+        sock.sendall(encode_line(Hello(protocol=PROTOCOL_VERSION, token=token, client=client)))
+        stream = sock.makefile("rb")
+        line = stream.readline()
+        answer = decode_incoming(line) if line.endswith(b"\n") else None
+    except (OSError, msgspec.DecodeError) as exc:
+        sock.close()
+        raise ConfigError(f"{address} did not answer like an observatory engine "
+                          f"({str(exc)[:80] or type(exc).__name__})") from None
+    if isinstance(answer, Refused):
+        sock.close()
+        raise ConfigError(f"{address} refused the connection: {answer.reason}")
+    if not isinstance(answer, Welcome):
+        sock.close()
+        raise ConfigError(f"{address} did not answer like an observatory engine")
+    sock.settimeout(None)
+    return EngineLink(sock, address=address, welcome=answer, stream=stream)
