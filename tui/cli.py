@@ -85,8 +85,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return dispatch(args)
 
 
+FAST_EXIT_COMMANDS = ("live", "replay")
+"""Commands that end by skipping the interpreter's teardown (seconds on a loaded machine, with
+a whole widget tree and run index to free). Safe because a UI process owns no file: the engine
+process writes the recording. Commands that own files or child services (run, serve, sweep)
+exit normally."""
+
+
 def entry() -> None:
-    sys.exit(main())
+    argv = sys.argv[1:]
+    code = main(argv)
+    command = next((a for a in argv if not a.startswith("-")), "live")
+    if command in FAST_EXIT_COMMANDS:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -73,11 +73,12 @@ class LiveScreen(RunScreen):
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def on_mount(self) -> None:
-        super().on_mount()
+    def begin(self) -> None:
         self._start()
 
     def _start(self) -> None:
+        if self.spec is not None:
+            self.view.planned_policy = self.spec.policy
         self.source = self._open_source(self.spec) if self.spec is not None \
             else self._open_source(None)  # type: ignore[arg-type]
         self.stream_over = False
@@ -124,8 +125,7 @@ class LiveScreen(RunScreen):
                         timeout=10)
         self.request_frame()
 
-    def on_stream_ended(self, message: StreamEnded) -> None:
-        super().on_stream_ended(message)
+    def ended(self, message: StreamEnded) -> None:
         view = self.view
         if view.abort is not None:
             self.engine_state = "aborted"

@@ -94,9 +94,15 @@ class RunScreen(Screen):
             self.view.notice(self._notice, "warning")
             self.notify(self._notice, title="recording", severity="warning", timeout=8)
         self.set_interval(1 / PLAY_HZ, self._play_tick)
+        self.begin()
+        self.draw(plots=True)
+
+    def begin(self) -> None:
+        """Start reading the source. Subclasses override this hook, not `on_mount`: Textual
+        calls a handler of every class in the MRO, so an overriding handler that also called
+        super() would run the base twice."""
         if self.source is not None:
             self.source.start(self)
-        self.draw(plots=True)
 
     def on_unmount(self) -> None:
         if self.source is not None:
@@ -129,7 +135,11 @@ class RunScreen(Screen):
         if message.error:
             self.view.notice(f"stream ended: {message.error}", "error")
             self.notify(message.error, title="stream", severity="error", timeout=10)
+        self.ended(message)
         self.request_frame()
+
+    def ended(self, message: StreamEnded) -> None:
+        """Hook for subclasses: the source has nothing more to give."""
 
     # -- drawing ----------------------------------------------------------------------------
 

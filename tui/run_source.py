@@ -26,6 +26,7 @@ from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, Recordi
                           RecordsArrived, StreamEnded)
 
 Item = Header | Record
+QUIT_WAIT_S = 0.5
 
 
 class RunSource(Protocol):
@@ -142,10 +143,15 @@ class EngineSource(_QueuedSource):
             return None  # the engine is gone; StreamEnded says so
 
     def close(self) -> None:
+        """Ask the engine to stop and give it QUIT_WAIT_S to close its recording; a child that
+        needs longer finishes on its own (it has been told to stop, and it sees the socket
+        close). Idempotent."""
+        if self._stop.is_set():
+            return
         super().close()
         link = self._link
         if link is not None:
-            link.close()
+            link.close(timeout=QUIT_WAIT_S)
 
     def _read(self) -> None:
         from engine.stream import protocol

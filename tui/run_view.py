@@ -20,6 +20,7 @@ class RunView(Run):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.cursor: int | None = None
+        self.planned_policy = "off"  # what to show before the stream says anything
 
     def step(self, n: int) -> StepRecord | None:  # type: ignore[override]
         """Widgets ask for steps that may not exist (yet): None rather than IndexError.
@@ -50,7 +51,7 @@ class RunView(Run):
             return self.policy_changes[-1].new
         if self.header is not None:
             return str(self.header.spec.get("policy", "off"))
-        return "off"
+        return self.planned_policy
 
     @property
     def abort_visible(self) -> bool:

@@ -115,8 +115,10 @@ def _describe(item: Record, last_step: int) -> Event | None:
                                                       else "info")
     step = getattr(item, "step", last_step)
     if record_kind(item) == "observer_error":  # the observatory's own bug, not vLLM's
-        return Event(step, "error", f"OBSERVATORY ERROR at step {step}: "
-                                    f"{getattr(item, 'message', '')}", "error")
+        return Event(step, "error", f"OBSERVATORY ERROR at step {step} in "
+                                    f"{getattr(item, 'where', '?')}: {getattr(item, 'error', '')}"
+                                    f": {getattr(item, 'message', '')} (a bug in the "
+                                    f"observatory, not vLLM)", "error")
     return None
 
 
