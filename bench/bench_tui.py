@@ -1,36 +1,35 @@
-"""How much the TUI costs, in one run (issue #4's benchmark).
+"""What the UI costs and how fast it answers, now that the engine runs in its own process
+(issue #7's targets), in one run:
 
-1. Live: steps/s of a sim session with the TUI attached (a headless app at 160x50) against the
-   same session without it. Target: ratio >= 0.9. Steps/s is measured the same way for both,
-   from the records' own wall-clock times, so engine start-up does not count. Runs alternate
-   (bare, TUI, bare, TUI, ...) and the median of the pairs' ratios is reported, because on a
-   shared machine one pair alone varies by +-30%.
-   Also reported, because it does not depend on what else the machine runs: the same ratio in
-   GIL time. The engine and the UI share one GIL, so a step costs the engine thread's CPU time
-   plus whatever CPU time the UI (main) thread spent meanwhile; both clocks are read on the
-   engine thread at every step (time.pthread_getcpuclockid).
-   Garbage collection dominates the noise: with the seed's 10,000 requests (80,000 sequences)
-   in the heap a full collection takes 0.2-0.8 s, and whichever thread's allocations trip the
-   threshold pays for it. The UI's allocations make full collections come sooner. So the pairs
-   are run twice: as the engine is today, and with the workload frozen out of the collector
-   (gc.freeze() on the engine thread right after step 0 added the requests, in both runs of a
-   pair), which is what the engine could do to make every run faster.
-2. Replay: time from building the replay app for a 100,000-step recording (reading it
-   included) to its first full frame.
-3. Seek: time for a seek to an arbitrary step to be drawn, averaged.
+1. Engine steps/s with the live TUI attached (a headless app at 160x50 on a local engine child)
+   against `observatory run` headless on the same spec. Target: >= 0.97, the median of
+   alternating pairs. Both rates come from the records' own wall-clock times, so start-up does
+   not count.
+2. Redraw rate while the engine runs flat out: frames the live screen painted (every widget)
+   and plot rebuilds, per second of run. Target: >= 10 Hz.
+3. Keypress to acknowledgement: `f` to the status showing the new policy as pending (the UI's
+   own answer), and to the engine's PolicyChanged arriving (confirmed). Target: <= 100 ms median
+   for the first.
+4. `q`: a real `observatory live` in tmux, from the key to the UI process being gone, and to
+   the engine child being gone with its recording closed. Target: <= 1 s for the UI.
+5. Replay of a 100,000-step recording: first full frame (file read included; target <= 0.5 s),
+   and seeks (target: median <= 20 ms, worst <= 50 ms).
+6. `--follow` of a recording written at 2,000 steps/s: how far behind the screen is at the end.
 
-Usage: PYTHONPATH=. python bench/bench_tui.py [--preset seed-5578] [--policy off]
-       [--max-steps 800] [--replay-steps 100000]
+This machine is shared and noisy: read the medians, and the spread next to them.
+
+Usage: PYTHONPATH=. python bench/bench_tui.py [--pairs 5] [--max-steps 600] [--skip-quit]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import os
 import random
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -38,9 +37,12 @@ import time
 
 import msgspec
 
-from engine.stream.records import Header, StepRecord, encode
-from engine.session import Session
 from engine.spec import preset_spec
+from engine.stream.reader import load
+from engine.stream.records import Header, RunFinished, StepRecord, encode
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIZE = (160, 50)
 
 
 def steps_per_s(steps: list[StepRecord], skip: int = 20) -> float:
@@ -51,92 +53,119 @@ def steps_per_s(steps: list[StepRecord], skip: int = 20) -> float:
     return (steps[-1].step - steps[0].step) / (steps[-1].wall_s - steps[0].wall_s)
 
 
-class CpuMarks:
-    """A session sink that notes, at every step, the CPU time of the engine thread (it runs
-    there) and of the main thread (the UI's, in a TUI run)."""
-
-    def __init__(self) -> None:
-        self.main_clock = time.pthread_getcpuclockid(threading.main_thread().ident)
-        self.marks: list[tuple[int, float, float]] = []
-
-    def __call__(self, item) -> None:
-        if type(item) is StepRecord:
-            self.marks.append((item.step, time.thread_time(),
-                               time.clock_gettime(self.main_clock)))
-
-    def gil_steps_per_s(self, skip: int = 20) -> float:
-        """Steps per second of GIL time (engine CPU + UI CPU), warm-up skipped."""
-        marks = self.marks[skip:]
-        if len(marks) < 2:
-            return float("nan")
-        (s0, e0, m0), (s1, e1, m1) = marks[0], marks[-1]
-        return (s1 - s0) / ((e1 - e0) + (m1 - m0))
-
-    def main_share(self, skip: int = 20) -> float:
-        """The main (UI) thread's share of the GIL time over the measured steps."""
-        marks = self.marks[skip:]
-        if len(marks) < 2:
-            return float("nan")
-        (_, e0, m0), (_, e1, m1) = marks[0], marks[-1]
-        return (m1 - m0) / ((e1 - e0) + (m1 - m0))
+def run_headless(args: argparse.Namespace, tmp: str) -> float:
+    path = os.path.join(tmp, "headless.jsonl")
+    subprocess.run([sys.executable, "-m", "tui.cli", "run", "--preset", args.preset,
+                    "--policy", args.policy, "--max-steps", str(args.max_steps),
+                    "--record", path], cwd=ROOT, check=False, capture_output=True)
+    return steps_per_s(load(path).steps)
 
 
-class FreezeAfterFirstStep:
-    """A sink that takes everything alive after step 0 (the initial workload) out of the
-    cyclic garbage collector, once. Emulates a possible engine-side change."""
-
-    def __init__(self) -> None:
-        self.done = False
-
-    def __call__(self, item) -> None:
-        if not self.done and type(item) is StepRecord:
-            self.done = True
-            gc.freeze()
-
-
-def run_bare(spec, cpu: CpuMarks | None = None, freeze: bool = False) -> list[StepRecord]:
-    items: list = []
-    session = Session(spec)
-    session.subscribe(items.append)
-    if cpu is not None:
-        session.subscribe(cpu)
-    if freeze:
-        session.subscribe(FreezeAfterFirstStep())
-    session.prepare()
-    session.start()
-    session.join()
-    return [i for i in items if isinstance(i, StepRecord)]
-
-
-async def run_with_tui(spec, cpu: CpuMarks | None = None,
-                       freeze: bool = False) -> list[StepRecord]:
+async def run_live(args: argparse.Namespace, tmp: str) -> dict[str, float]:
+    """One live run: its steps/s, frames and plot builds per second, and `f` latencies."""
     from tui.launch import live_app
+    from tui.run_plot import RunPlot
+    from tui.status_bar import StatusBar
 
-    def factory(spec):
-        session = Session(spec)
-        if cpu is not None:
-            session.subscribe(cpu)
-        if freeze:
-            session.subscribe(FreezeAfterFirstStep())
-        return session
+    builds = [0]
+    original = RunPlot._build
 
-    app = live_app(spec, None, session_factory=factory)
-    async with app.run_test(size=(160, 50)) as pilot:
-        screen = app.main_screen
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-            if screen.session is not None and screen.session.state in (
-                    "aborted", "finished", "stopped") and not screen._buffer:
-                break
-        await pilot.pause()
-        steps = list(screen.view.steps)
-        screen.shutdown()
-    return steps
+    def counted(self):  # noqa: ANN001
+        builds[0] += 1
+        return original(self)
+
+    RunPlot._build = counted  # type: ignore[method-assign]
+    spec = preset_spec(args.preset, policy=args.policy, max_steps=args.max_steps).validated()
+    app = live_app(spec, None)
+    out: dict[str, float] = {}
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            screen = app.main_screen
+            while len(screen.view.steps) < 20:
+                await pilot.pause(0.01)
+            frames0, builds0, t0 = screen.frames, builds[0], time.perf_counter()
+            pressed = None
+            while screen.view.finished is None:
+                await pilot.pause(0.01)
+                n = len(screen.view.steps)
+                if pressed is None and n > args.max_steps // 2:
+                    status = screen.query_one(StatusBar)
+                    pressed = time.perf_counter()
+                    await pilot.press("f")
+                    while "pending" not in status.render().plain \
+                            and not screen.view.policy_changes:
+                        await pilot.pause(0.001)
+                    out["key_to_pending_ms"] = (time.perf_counter() - pressed) * 1000
+                    while not screen.view.policy_changes:
+                        await pilot.pause(0.001)
+                    out["key_to_confirmed_ms"] = (time.perf_counter() - pressed) * 1000
+            elapsed = time.perf_counter() - t0
+            out["frames_hz"] = (screen.frames - frames0) / elapsed
+            out["plot_builds_hz"] = (builds[0] - builds0) / elapsed / 3  # per plot
+            out["steps_per_s"] = steps_per_s(screen.view.steps)
+            await pilot.press("q")
+    finally:
+        RunPlot._build = original  # type: ignore[method-assign]
+    return out
+
+
+def quit_times(args: argparse.Namespace, tmp: str, runs: int) -> list[tuple[float, float]]:
+    """(UI gone, engine child gone) seconds after `q`, for real processes in tmux."""
+    if shutil.which("tmux") is None:
+        return []
+    results = []
+    sock = f"bench-{os.getpid()}"
+    for i in range(runs):
+        record = os.path.join(tmp, f"quit{i}.jsonl")
+        cmd = (f"cd {ROOT} && exec {sys.executable} -m tui.cli live --preset demo --policy "
+               f"strict --requests 4000 --record {record}")
+        subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "q", "-x", "160", "-y",
+                        "48", cmd], check=True)
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                pane = subprocess.run(["tmux", "-L", sock, "capture-pane", "-pt", "q"],
+                                      capture_output=True, text=True).stdout
+                if "running  step" in pane:
+                    break
+                time.sleep(0.2)
+            time.sleep(1.0)
+            ui = int(subprocess.run(["tmux", "-L", sock, "display", "-pt", "q",
+                                     "#{pane_pid}"], capture_output=True, text=True)
+                     .stdout.strip())
+            child = subprocess.run(["pgrep", "-P", str(ui), "-f", "engine.child"],
+                                   capture_output=True, text=True).stdout.split()
+            t0 = time.perf_counter()
+            subprocess.run(["tmux", "-L", sock, "send-keys", "-t", "q", "q"], check=True)
+            ui_gone = _wait_gone(int(ui), t0)
+            child_gone = _wait_gone(int(child[0]), t0) if child else float("nan")
+            assert load(record).finished is not None, "recording not closed"
+            results.append((ui_gone, child_gone))
+        finally:
+            subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+    return results
+
+
+def _wait_gone(pid: int, t0: float) -> float:
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return time.perf_counter() - t0
+        # a zombie counts as gone: the tmux server reaps it
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split()[2] == "Z":
+                    return time.perf_counter() - t0
+        except OSError:
+            return time.perf_counter() - t0
+        time.sleep(0.005)
 
 
 def make_long_recording(path: str, steps: int) -> None:
     """A `steps`-step recording: a real demo run's steps repeated and renumbered."""
+    from engine.session import Session
+
     items: list = []
     session = Session(preset_spec("demo", policy="strict").validated())
     session.subscribe(items.append)
@@ -151,19 +180,16 @@ def make_long_recording(path: str, steps: int) -> None:
             wall += 0.008
             sim += s.sim_step_s
             f.write(encode(msgspec.structs.replace(s, step=n, wall_s=wall, sim_s=sim)) + b"\n")
-        from engine.stream.records import RunFinished
-
         f.write(encode(RunFinished(steps=steps, reason="completed", sim_s=sim, wall_s=wall))
                 + b"\n")
 
 
 async def replay_figures(path: str, seeks: int) -> tuple[float, float, float]:
     from tui.launch import replay_app
-    from tui.run_plot import RunPlot
 
     t0 = time.perf_counter()
     app = replay_app([path], autoplay=False)
-    async with app.run_test(size=(160, 50)) as pilot:
+    async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         first_frame = time.perf_counter() - t0
         screen = app.main_screen
@@ -173,70 +199,110 @@ async def replay_figures(path: str, seeks: int) -> tuple[float, float, float]:
         for _ in range(seeks):
             target = rng.randrange(0, last)
             t = time.perf_counter()
-            screen.seek(target)
-            for plot in screen.query(RunPlot):
-                plot.render()  # what the next frame would do; forced so it is measured
+            screen.seek(target)  # paints every widget at once (plots: only the cursor moves)
             await pilot.pause()
             times.append(time.perf_counter() - t)
             assert screen.view.cursor == target
     return first_frame, statistics.median(times), max(times)
 
 
+async def follow_lag(path: str, rate: float, seconds: float) -> tuple[int, int]:
+    """Write `rate` steps/s to `path` for `seconds` while a follow replay reads it; return
+    (steps written, steps the screen had when the writer stopped)."""
+    from tui.launch import replay_app
+
+    items = load(path)
+    header, steps = items.header, items.steps
+    target = os.path.join(os.path.dirname(path), "follow.jsonl")
+    with open(target, "wb") as f:
+        f.write(encode(header) + b"\n")
+    stop = threading.Event()
+    written = [0]
+
+    def writer() -> None:
+        with open(target, "ab") as f:
+            t0 = time.perf_counter()
+            while not stop.is_set():
+                due = int((time.perf_counter() - t0) * rate)
+                chunk = [encode(steps[n % len(steps)].__class__(**{
+                    **msgspec.structs.asdict(steps[n % len(steps)]), "step": n})) + b"\n"
+                    for n in range(written[0], due)]
+                f.write(b"".join(chunk))
+                f.flush()
+                written[0] = due
+                time.sleep(0.01)
+
+    app = replay_app([target], follow=True)
+    async with app.run_test(size=SIZE) as pilot:
+        thread = threading.Thread(target=writer, daemon=True)
+        thread.start()
+        await pilot.pause(seconds)
+        stop.set()
+        thread.join()
+        shown = app.main_screen.view.last_step + 1
+    return written[0], shown
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="seed-5578")
     parser.add_argument("--policy", default="off")
-    parser.add_argument("--max-steps", type=int, default=800)
+    parser.add_argument("--max-steps", type=int, default=600)
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--quits", type=int, default=5)
     parser.add_argument("--replay-steps", type=int, default=100_000)
     parser.add_argument("--seeks", type=int, default=20)
-    parser.add_argument("--pairs", type=int, default=3, help="bare/TUI run pairs (median)")
+    parser.add_argument("--skip-quit", action="store_true")
     args = parser.parse_args()
+    tmp = tempfile.mkdtemp(prefix="bench-tui-")
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
-    spec = preset_spec(args.preset, policy=args.policy, max_steps=args.max_steps).validated()
-    run_bare(preset_spec("demo", max_steps=5).validated())  # import torch/vLLM outside timing
-    # Both kinds of run start from the same frozen heap (torch and vLLM imported), so that the
-    # live screen's own gc.freeze() at mount only takes the UI's objects out of the GC's scans,
-    # as it does in a real `observatory live`, where vLLM is imported after the screen mounts.
-    gc.collect()
-    gc.freeze()
-    for freeze in (False, True):
-        label = "workload frozen out of the GC" if freeze else "engine as it is"
-        ratios, gil_ratios = [], []
-        for pair in range(args.pairs):
-            bare_cpu, tui_cpu = CpuMarks(), CpuMarks()
-            bare = run_bare(spec, bare_cpu, freeze)
-            gc.unfreeze()  # back to the common starting heap
-            gc.collect()
-            gc.freeze()
-            tui = asyncio.run(run_with_tui(spec, tui_cpu, freeze))
-            gc.unfreeze()
-            gc.collect()
-            gc.freeze()
-            bare_rate, tui_rate = steps_per_s(bare), steps_per_s(tui)
-            ratios.append(tui_rate / bare_rate)
-            gil_ratios.append(tui_cpu.gil_steps_per_s() / bare_cpu.gil_steps_per_s())
-            print(f"live {args.preset}/{args.policy}, {label}, pair {pair + 1}: {len(bare)} steps "
-                  f"without TUI at {bare_rate:,.1f} steps/s; {len(tui)} steps with the TUI at "
-                  f"{tui_rate:,.1f} steps/s; ratio {ratios[-1]:.3f}; in GIL time "
-                  f"{bare_cpu.gil_steps_per_s():,.1f} vs {tui_cpu.gil_steps_per_s():,.1f} "
-                  f"steps/s, ratio {gil_ratios[-1]:.3f}; UI thread share of GIL time "
-                  f"{tui_cpu.main_share():.1%}", flush=True)
-        print(f"live ratio, {label} (median of {len(ratios)} pairs): wall clock "
-              f"{statistics.median(ratios):.3f}, GIL time {statistics.median(gil_ratios):.3f} "
-              f"(target >= 0.9)", flush=True)
+    ratios, live_runs = [], []
+    for pair in range(args.pairs):
+        order = ("headless", "live") if pair % 2 == 0 else ("live", "headless")
+        got: dict[str, object] = {}
+        for arm in order:
+            got[arm] = run_headless(args, tmp) if arm == "headless" \
+                else asyncio.run(run_live(args, tmp))
+        live = got["live"]
+        assert isinstance(live, dict)
+        live_runs.append(live)
+        ratio = live["steps_per_s"] / got["headless"]  # type: ignore[operator]
+        ratios.append(ratio)
+        print(f"pair {pair}: headless {got['headless']:.1f} steps/s, live "
+              f"{live['steps_per_s']:.1f} steps/s, ratio {ratio:.3f}; frames "
+              f"{live['frames_hz']:.1f}/s, plot builds {live['plot_builds_hz']:.1f}/s; f -> "
+              f"pending {live.get('key_to_pending_ms', float('nan')):.0f} ms, confirmed "
+              f"{live.get('key_to_confirmed_ms', float('nan')):.0f} ms")
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "long.jsonl")
-        t = time.perf_counter()
-        make_long_recording(path, args.replay_steps)
-        size = os.path.getsize(path)
-        print(f"made a {args.replay_steps:,}-step recording ({size / 1e6:.1f} MB) in "
-              f"{time.perf_counter() - t:.1f} s")
-        first, seek_median, seek_max = asyncio.run(replay_figures(path, args.seeks))
-    print(f"replay {args.replay_steps:,} steps: first full frame after {first:.2f} s "
-          f"(reading the file included)")
-    print(f"seek to an arbitrary step: median {seek_median * 1000:.0f} ms, "
-          f"max {seek_max * 1000:.0f} ms over {args.seeks} seeks")
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in live_runs if key in r)
+
+    print(f"1. live/headless steps/s: median {statistics.median(ratios):.3f} over "
+          f"{len(ratios)} alternating pairs (min {min(ratios):.3f}, max {max(ratios):.3f}); "
+          f"target >= 0.97")
+    print(f"2. redraw while running flat out: {med('frames_hz'):.1f} frames/s, "
+          f"{med('plot_builds_hz'):.1f} plot builds/s per plot (medians); target >= 10")
+    print(f"3. f -> pending on screen: median {med('key_to_pending_ms'):.0f} ms (target <= 100);"
+          f" -> confirmed by the engine: median {med('key_to_confirmed_ms'):.0f} ms")
+    if not args.skip_quit:
+        quits = quit_times(args, tmp, args.quits)
+        if quits:
+            ui = [q[0] for q in quits]
+            child = [q[1] for q in quits]
+            print(f"4. q -> UI process gone: median {statistics.median(ui):.2f} s (max "
+                  f"{max(ui):.2f}); engine child gone, recording closed: median "
+                  f"{statistics.median(child):.2f} s; target <= 1 s for the UI")
+    path = os.path.join(tmp, "long.jsonl")
+    make_long_recording(path, args.replay_steps)
+    first, median, worst = asyncio.run(replay_figures(path, args.seeks))
+    print(f"5. replay of {args.replay_steps:,} steps: first full frame {first:.2f} s (target "
+          f"<= 0.5); seek median {median * 1000:.0f} ms, worst {worst * 1000:.0f} ms (targets "
+          f"20 / 50)")
+    written, shown = asyncio.run(follow_lag(path, 2000, 5.0))
+    print(f"6. --follow at 2,000 steps/s for 5 s: {written:,} written, {shown:,} on screen when "
+          f"the writer stopped ({written - shown:,} behind)")
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
     return 0
 
 
