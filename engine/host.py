@@ -300,12 +300,32 @@ class EngineHost:
                 self._publish_recording(force=True)
         if type(item) is RunFinished:
             self._close_recorder()  # before any client sees the end: the file is complete
-        for listener in self._listeners:
-            listener(line, True)
-        for sink in self._item_sinks:
-            sink(item)
+        self._to_listeners(line, True)
+        self._to_sinks(item)
         if type(item) is RunFinished:
             self.done.set()
+
+    def _to_listeners(self, line: bytes, recorded: bool) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(line, recorded)
+            except Exception as exc:  # noqa: BLE001  same rule as for sinks
+                self.remove_listener(listener)
+                if self.session is not None and not self.session.over:
+                    self.session.report_sink_failure(listener, exc)
+
+    def _to_sinks(self, item: Item) -> None:
+        """A subscriber that raises is an observatory bug: it is dropped, and (for a record)
+        the session ends the run with an ObserverError naming it; the recording and the other
+        subscribers carry on to the end record."""
+        for sink in list(self._item_sinks):
+            try:
+                sink(item)
+            except Exception as exc:  # noqa: BLE001
+                if sink in self._item_sinks:
+                    self._item_sinks.remove(sink)
+                if self.session is not None and not self.session.over:
+                    self.session.report_sink_failure(sink, exc)
 
     def _toggle_recording(self, arg, step: int) -> tuple[bool, str]:
         """Runs on the engine thread at the boundary before `step`."""
@@ -348,10 +368,8 @@ class EngineHost:
         else:
             self.last_recording = message
         line = encode_line(message)
-        for listener in self._listeners:
-            listener(line, False)
-        for sink in self._item_sinks:
-            sink(message)
+        self._to_listeners(line, False)
+        self._to_sinks(message)
 
     def _status(self) -> RecordingStatus:
         rec = self.recorder
