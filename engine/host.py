@@ -71,7 +71,8 @@ class EngineHost:
         self._item_sinks: list[ItemSink] = []
         self._listeners: list[LineListener] = []
         self._lock = threading.Lock()  # session creation vs stop/commands; recorder writes
-        self._early: list[Callable[[], None]] = []  # commands sent before the session existed
+        self._early: list[tuple[Callable[[], None], Callable[..., None]]] = []  # (submit, ack)
+        # of commands sent before the session existed
         self._cancelled = False
         self._sealed = False  # the recording got its end record: drop anything later
         self._last_step = -1
@@ -128,7 +129,7 @@ class EngineHost:
         with self._lock:
             self.session = session
             early, self._early = self._early, []
-        for submit in early:
+        for submit, _ in early:
             submit()
 
     def start(self) -> None:
@@ -169,7 +170,11 @@ class EngineHost:
 
     def _fail(self, message: str, state: str = "failed") -> None:
         """The run never started: no recording is left behind, `start_error` says why."""
-        self.start_error = message
+        with self._lock:
+            self.start_error = message
+            early, self._early = self._early, []
+        for _, ack in early:
+            ack(False, f"the engine did not start: {message}")
         self._close_recorder(discard_empty=True)
         self._on_state(state, 0)
         self.done.set()
@@ -236,9 +241,11 @@ class EngineHost:
         except (ConfigError, ValueError, TypeError) as exc:
             return ack(False, str(exc))
         with self._lock:
-            if self.session is None:
-                self._early.append(submit)
+            if self.session is None and self.start_error is None:
+                self._early.append((submit, ack))
                 return
+        if self.session is None:
+            return ack(False, f"the engine did not start: {self.start_error}")
         submit()
 
     def _prepare_command(self, op: str, arg, source: str, allow_path: bool,
