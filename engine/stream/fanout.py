@@ -68,7 +68,7 @@ class Fanout:
         with self._lock:
             if recorded and (self.keep_history or not self._clients):
                 self.history.append(line)
-            for client in self._clients:
+            for client in tuple(self._clients):  # a cut removes the client from the list
                 self._push_locked(client, line)
 
     def _push_locked(self, client: ClientQueue, line: bytes) -> None:
