@@ -10,23 +10,30 @@
    out of the collector (gc.freeze() after the step that admitted it, in both arms alike).
 2. The observatory's own cost per step, timed directly: the hook wrappers plus building the
    StepRecord, against the whole step.
-3. Wall time of `seed-5578` with policy off until vLLM aborts, and the step it aborts at.
+3. `observatory run` (EngineHost: the session, its own gc.freeze once the requests are added,
+   and a zstd recording, exactly what the command runs) against vLLM's own bare
+   `LLMEngine.step()` loop with the GC as is, on the same workload: alternating pairs, ratio of
+   the medians (target >= 1.1, from the GC freeze).
+4. Wall time of `seed-5578` with policy off until vLLM aborts, and the step it aborts at.
 
-Run: python bench/bench_engine.py [--steps N] [--reps R]
+Run: python bench/bench_engine.py [--steps N] [--reps R] [--only run]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.adapters.build import build_engine  # noqa: E402
+from engine.host import EngineHost  # noqa: E402
 from engine.stream.records import EngineAborted, StepRecord  # noqa: E402
 from engine.session import Session  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402
@@ -63,8 +70,9 @@ def bare_steps_per_s(spec, steps: int, freeze: bool = False) -> float:
 
 
 def observed_steps_per_s(spec, steps: int, freeze: bool = False) -> float:
-    """A Session: hook attached, a StepRecord built per step and handed to a sink."""
-    session = Session(spec)
+    """A Session: hook attached, a StepRecord built per step and handed to a sink. The
+    session's own gc.freeze is off here: `freeze` decides, as for the bare arm."""
+    session = Session(spec, freeze_gc=False)
     session.prepare()
     marks: dict[int, float] = {}
     records = []
@@ -79,6 +87,23 @@ def observed_steps_per_s(spec, steps: int, freeze: bool = False) -> float:
     session.subscribe(sink)
     session.run()
     gc.unfreeze()
+    return steps / (marks[steps] - marks[0])
+
+
+def run_steps_per_s(spec, steps: int) -> float:
+    """What `observatory run` runs: EngineHost, recording to a zstd file, GC frozen by the
+    session once the requests are added."""
+    marks: dict[int, float] = {}
+
+    def stamp(item) -> None:
+        if type(item) is StepRecord and item.step in (0, steps):
+            marks[item.step] = time.perf_counter()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        host = EngineHost(spec, f"{tmp}/run.jsonl.zst")
+        host.subscribe(stamp)
+        host.start()
+        host.done.wait()
     return steps / (marks[steps] - marks[0])
 
 
@@ -113,10 +138,27 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=600,
                         help="timed steps per repetition (seed-5578 aborts near 805)")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--only", choices=("run",), help="print only the run-vs-bare figure")
     args = parser.parse_args()
 
     spec = preset_spec("seed-5578", policy="off", max_steps=args.steps + 1).validated()
     bare_steps_per_s(spec, 20)  # warm-up: imports, allocator, caches
+    bare, run = [], []
+    for rep in range(args.reps):
+        order = ((lambda: bare_steps_per_s(spec, args.steps), bare),
+                 (lambda: run_steps_per_s(spec, args.steps), run))
+        for fn, out in (order if rep % 2 == 0 else order[::-1]):
+            out.append(fn())
+    print(f"observatory run vs vLLM's own loop, seed-5578, policy off, {args.steps} steps x "
+          f"{args.reps} alternating pairs (load average {os.getloadavg()[0]:.1f})")
+    print(f"  bare LLMEngine.step() loop, GC as is : median {statistics.median(bare):7.1f} "
+          f"steps/s  {['%.1f' % x for x in bare]}")
+    print(f"  observatory run (EngineHost)         : median {statistics.median(run):7.1f} "
+          f"steps/s  {['%.1f' % x for x in run]}")
+    print(f"  ratio run/bare                       : "
+          f"{statistics.median(run) / statistics.median(bare):.3f}  (target >= 1.1)")
+    if args.only == "run":
+        return
     for freeze in (False, True):
         bare, observed = [], []
         for rep in range(args.reps):

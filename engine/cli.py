@@ -1,5 +1,5 @@
-"""The headless half of the `observatory` command line: run flags, `run`, and the recording
-commands (registered by engine.analysis.commands).
+"""The headless half of the `observatory` command line: run flags, `run` and `serve`
+(registered by engine.run_commands), and the recording commands (engine.analysis.commands).
 
 tui/cli.py is the console script; it adds `live` and `replay` on top of what this module builds,
 so the engine never imports the UI. Every user error ends as one line on stderr and exit 2:
@@ -9,10 +9,7 @@ argparse's own errors included (see `OneLineParser`).
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -20,7 +17,6 @@ import msgspec
 
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
-from engine.stream.records import LogLine, StepRecord
 from engine.spec import PRESETS, RunSpec, preset_spec
 
 EXIT_OK, EXIT_VERIFY_FAILED, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3
@@ -126,94 +122,6 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     return preset_spec(preset, **fields).validated()
 
 
-# ---------------------------------------------------------------------- run
-class _Progress:
-    """One stderr line about once a second: enough to see Swapped climb without a TUI."""
-
-    def __init__(self, stream, verbose: bool = False) -> None:
-        self.stream = stream
-        self.verbose = verbose
-        self.last = 0.0
-        self.latest = None
-
-    def __call__(self, item) -> None:
-        if isinstance(item, StepRecord):
-            self.latest = item
-            now = time.monotonic()
-            if now - self.last >= 1.0:
-                self.last = now
-                self.stream.write(
-                    f"step {item.step:>6}  running {item.running:>4}  swapped {item.swapped:>4}"
-                    f"  waiting {item.waiting:>5}  GPU {item.gpu_pct:5.1f}%  CPU "
-                    f"{item.cpu_pct:5.1f}%  policy {item.policy}\n")
-                self.stream.flush()
-        elif isinstance(item, LogLine) and (self.verbose or (
-                item.level in ("WARNING", "ERROR", "CRITICAL")
-                and item.logger.startswith("vllm.core"))):
-            times = f" (x{item.repeats})" if item.repeats > 1 else ""
-            self.stream.write(f"vllm {item.level.lower()}: {item.message[:200]}{times}\n")
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    spec = spec_from_args(args)  # before importing vLLM: bad flags fail in milliseconds
-
-    from engine.stream.recorder import Recorder, default_recording_path
-    from engine.session import Session
-    from engine.analysis.summary import SummaryBuilder, format_summary, summary_json
-
-    session = Session(spec)
-    session.prepare()
-    assert session.header is not None
-
-    to_stdout = args.record == "-"
-    recorder = None
-    if not args.no_record:
-        path = args.record or default_recording_path(spec)
-        try:
-            recorder = Recorder(path, session.header)
-        except OSError as exc:
-            raise ConfigError(f"cannot record to {path}: {exc.strerror or exc}; give another "
-                              f"--record PATH or --no-record") from None
-        session.subscribe(recorder.sink)
-    builder = SummaryBuilder()
-    session.subscribe(builder.add)
-    session.subscribe(_Progress(sys.stderr, verbose=args.verbose))
-
-    # Ctrl-C stops at the next step boundary, so the recording ends with a clean RunFinished.
-    interrupted = threading.Event()
-
-    def on_sigint(signum, frame):  # noqa: ANN001
-        if interrupted.is_set():
-            raise KeyboardInterrupt
-        interrupted.set()
-        session.stop()
-
-    previous = signal.signal(signal.SIGINT, on_sigint) if _main_thread() else None
-    try:
-        session.run()
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-        if recorder is not None:
-            recorder.close()
-
-    summary = builder.result()
-    out = sys.stderr if to_stdout else sys.stdout
-    out.write((summary_json(summary) if args.json else format_summary(summary)) + "\n")
-    if recorder is not None and recorder.error is not None:
-        sys.stderr.write(f"observatory: warning: recording stopped early: {recorder.error}\n")
-    elif recorder is not None and not to_stdout:
-        sys.stderr.write(f"recorded {recorder.records_written} records to {recorder.path} "
-                         f"({recorder.bytes_written:,} bytes)\n")
-    if interrupted.is_set():
-        return 130
-    return EXIT_ABORTED if summary.aborted else EXIT_OK
-
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
 # ---------------------------------------------------------------------- parser
 def build_parser(prog: str = "observatory") -> tuple[argparse.ArgumentParser, Any]:
     parser = OneLineParser(
@@ -222,14 +130,10 @@ def build_parser(prog: str = "observatory") -> tuple[argparse.ArgumentParser, An
                     "(vLLM issue #5578), flip the fix on live, and record, replay, compare and "
                     "export every step.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
-    run = sub.add_parser("run", help="run headless, print progress and a summary")
-    add_run_flags(run)
-    run.add_argument("--json", action="store_true", help="print the summary as JSON")
-    run.add_argument("-v", "--verbose", action="store_true",
-                     help="print every vLLM log line (default: scheduler warnings only)")
-    run.set_defaults(func=cmd_run)
+    from engine import run_commands  # `run` and `serve`
     from engine.analysis import commands as recording_commands
 
+    run_commands.register(sub)
     recording_commands.register(sub)
     return parser, sub
 

@@ -71,7 +71,8 @@ class EngineHost:
         self._item_sinks: list[ItemSink] = []
         self._listeners: list[LineListener] = []
         self._lock = threading.Lock()  # session creation vs stop/commands; recorder writes
-        self._early: list[Callable[[], None]] = []  # commands sent before the session existed
+        self._early: list[tuple[Callable[[], None], Callable[..., None]]] = []  # (submit, ack)
+        # of commands sent before the session existed
         self._cancelled = False
         self._sealed = False  # the recording got its end record: drop anything later
         self._last_step = -1
@@ -128,7 +129,7 @@ class EngineHost:
         with self._lock:
             self.session = session
             early, self._early = self._early, []
-        for submit in early:
+        for submit, _ in early:
             submit()
 
     def start(self) -> None:
@@ -169,7 +170,11 @@ class EngineHost:
 
     def _fail(self, message: str, state: str = "failed") -> None:
         """The run never started: no recording is left behind, `start_error` says why."""
-        self.start_error = message
+        with self._lock:
+            self.start_error = message
+            early, self._early = self._early, []
+        for _, ack in early:
+            ack(False, f"the engine did not start: {message}")
         self._close_recorder(discard_empty=True)
         self._on_state(state, 0)
         self.done.set()
@@ -236,9 +241,11 @@ class EngineHost:
         except (ConfigError, ValueError, TypeError) as exc:
             return ack(False, str(exc))
         with self._lock:
-            if self.session is None:
-                self._early.append(submit)
+            if self.session is None and self.start_error is None:
+                self._early.append((submit, ack))
                 return
+        if self.session is None:
+            return ack(False, f"the engine did not start: {self.start_error}")
         submit()
 
     def _prepare_command(self, op: str, arg, source: str, allow_path: bool,
@@ -300,12 +307,32 @@ class EngineHost:
                 self._publish_recording(force=True)
         if type(item) is RunFinished:
             self._close_recorder()  # before any client sees the end: the file is complete
-        for listener in self._listeners:
-            listener(line, True)
-        for sink in self._item_sinks:
-            sink(item)
+        self._to_listeners(line, True)
+        self._to_sinks(item)
         if type(item) is RunFinished:
             self.done.set()
+
+    def _to_listeners(self, line: bytes, recorded: bool) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(line, recorded)
+            except Exception as exc:  # noqa: BLE001  same rule as for sinks
+                self.remove_listener(listener)
+                if self.session is not None and not self.session.over:
+                    self.session.report_sink_failure(listener, exc)
+
+    def _to_sinks(self, item: Item) -> None:
+        """A subscriber that raises is an observatory bug: it is dropped, and (for a record)
+        the session ends the run with an ObserverError naming it; the recording and the other
+        subscribers carry on to the end record."""
+        for sink in list(self._item_sinks):
+            try:
+                sink(item)
+            except Exception as exc:  # noqa: BLE001
+                if sink in self._item_sinks:
+                    self._item_sinks.remove(sink)
+                if self.session is not None and not self.session.over:
+                    self.session.report_sink_failure(sink, exc)
 
     def _toggle_recording(self, arg, step: int) -> tuple[bool, str]:
         """Runs on the engine thread at the boundary before `step`."""
@@ -348,10 +375,8 @@ class EngineHost:
         else:
             self.last_recording = message
         line = encode_line(message)
-        for listener in self._listeners:
-            listener(line, False)
-        for sink in self._item_sinks:
-            sink(message)
+        self._to_listeners(line, False)
+        self._to_sinks(message)
 
     def _status(self) -> RecordingStatus:
         rec = self.recorder

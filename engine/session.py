@@ -104,6 +104,7 @@ class Session:
         self._on_state = on_state or (lambda state, step: None)
         self._freeze_gc = freeze_gc
         self._sink_fault: _ObserverFault | None = None
+        self._broken_sink: Sink | None = None
         self._step, self._sim_s = 0, 0.0
 
     # ------------------------------------------------------------------ public API
@@ -175,6 +176,12 @@ class Session:
 
     def stop(self, done: Done | None = None) -> None:
         self._submit("stop", None, "", done)
+
+    def report_sink_failure(self, sink: Sink, exc: BaseException) -> None:
+        """A sink of a sink (e.g. EngineHost's subscribers) failed: end the run at the next
+        step boundary with an ObserverError naming it. Engine thread only."""
+        if self._sink_fault is None:
+            self._sink_fault = _ObserverFault(f"sink {_sink_name(sink)}", exc)
 
     def at_boundary(self, fn: Callable[[int], tuple[bool, str]], done: Done | None = None) -> None:
         """Call `fn(step)` on the engine thread between two steps (before `step` runs); its
@@ -290,8 +297,8 @@ class Session:
                     self._broken_sink = sink
 
     def _observer_error(self, fault: _ObserverFault) -> ObserverError:
-        if fault is self._sink_fault:  # the broken sink gets nothing more
-            self._sinks = [s for s in self._sinks if s is not self._broken_sink]
+        if fault is self._sink_fault and self._broken_sink is not None:
+            self._sinks = [s for s in self._sinks if s is not self._broken_sink]  # no more
         cause = fault.cause
         return ObserverError(step=self._step, where=fault.where, error=type(cause).__name__,
                              message=_first_line(cause))

@@ -156,6 +156,7 @@ def connect(address: str, token: str, client: str = "tui") -> EngineLink:
         why = exc.strerror or str(exc) or type(exc).__name__
         raise ConfigError(f"cannot connect to {address}: {why}: is `observatory serve` "
                           f"running there?") from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # commands are small lines
     try:
         sock.sendall(encode_line(Hello(protocol=PROTOCOL_VERSION, token=token, client=client)))
         stream = sock.makefile("rb")

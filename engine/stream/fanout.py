@@ -5,10 +5,11 @@ to each client's queue. One writer thread per client does the sending. A client 
 grows past `max_backlog_bytes` (it reads slower than the engine writes) is cut off on the spot:
 the engine never blocks on a socket, and the server logs one line saying who and why.
 
-A client attaching late first gets the history (Header and every Record so far), then the
-current state (StateChanged, RecordingStatus, and Progress while the engine is still starting),
-then the live tail. History and registration are taken under one lock, so nothing falls between
-the two and nothing arrives twice.
+A client attaching late first gets the current state (StateChanged, RecordingStatus, and
+Progress while the engine is still starting), then the history (Header and every Record so far),
+then the live tail. The state comes first because a finished run's history ends with RunFinished,
+after which a client stops reading. History and registration are taken under one lock, so
+nothing falls between the two and nothing arrives twice.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class ClientQueue:
     def __init__(self, sock: socket.socket, name: str) -> None:
         self.sock = sock
         self.name = name
-        self.history: list[bytes] = []  # sent before anything in `live`
+        self.history: list[bytes] = []  # state and history: sent before anything in `live`
         self.live: deque[bytes] = deque()
         self.live_bytes = 0
         self.wake = threading.Event()
@@ -67,7 +68,7 @@ class Fanout:
         with self._lock:
             if recorded and (self.keep_history or not self._clients):
                 self.history.append(line)
-            for client in self._clients:
+            for client in tuple(self._clients):  # a cut removes the client from the list
                 self._push_locked(client, line)
 
     def _push_locked(self, client: ClientQueue, line: bytes) -> None:
@@ -96,17 +97,15 @@ class Fanout:
 
     # ---- clients -------------------------------------------------------------------------
     def attach(self, client: ClientQueue) -> None:
-        """Register `client` and start its writer: history, current state, then the tail."""
+        """Register `client` and start its writer: current state, history, then the tail."""
         host = self.host
         with self._lock:
-            client.history = list(self.history)
-            if not self.keep_history:
-                self.history = []
             state = [host.last_state, host.last_recording]
             if not self.history and host.last_progress is not None:
                 state.insert(0, host.last_progress)
-            for message in state:
-                client.live.append(encode_line(message))
+            client.history = [encode_line(message) for message in state] + self.history
+            if not self.keep_history:
+                self.history = []
             self._clients.append(client)
         client.writer = threading.Thread(target=self._write, args=(client,), daemon=True,
                                          name=f"observatory-send-{client.name}")

@@ -165,6 +165,9 @@ class Server:
             except OSError:
                 return
             peer = f"{addr[0]}:{addr[1]}"
+            # The writer already sends in batches; Nagle would hold a small batch (an Ack)
+            # back until the client's delayed ACK, ~40 ms.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             threading.Thread(target=serve_connection, args=(sock, self.fanout),
                              kwargs={"token": self.token, "peer": peer,
                                      "source": lambda name: f"remote:{name}"},
