@@ -14,7 +14,7 @@ from textual.widgets import Footer
 
 from tui.abort_banner import AbortBanner
 from tui.help_screen import HelpScreen, describe_bindings
-from tui.run_panel import ABORT_MARKER, POLICY_MARKER
+from tui.palette import ABORT_MARKER, POLICY_MARKER
 from tui.run_plot import Line, Marker, RunPlot
 from tui.run_view import RunView
 from tui.status_bar import Status, StatusBar
