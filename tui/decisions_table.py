@@ -129,7 +129,7 @@ def cell(key: str, s: StepRecord, width: int) -> tuple[str, Style | None]:
     if key == "tokens":
         return f"{s.batched_tokens}/{s.token_budget}", None
     if key == "policy":
-        return ("✋ held" if s.withheld else s.policy[:room], HELD_STYLE if s.withheld else None)
+        return ("⊘ held" if s.withheld else s.policy[:room], HELD_STYLE if s.withheld else None)
     raise KeyError(key)
 
 

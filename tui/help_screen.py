@@ -16,8 +16,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 KEY_NAMES = {"up": "↑", "down": "↓", "left": "←", "right": "→", "pageup": "PgUp",
-             "pagedown": "PgDn", "enter": "Enter", "escape": "Esc", "space": "space",
-             "home": "Home", "end": "End", "tab": "Tab"}
+             "pagedown": "PgDn", "enter": "Enter", "tab": "Tab"}
 KEY_STYLE = "bold #58d1eb"
 MARKS = [
     ("━ colour", "each plot's first row says which series each colour is"),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from plotext import _utility as plotext_utility
@@ -54,6 +54,7 @@ class Marker:
     label: str = ""  # legend entry ("policy", "abort"); markers of one label share one entry
 
 
+MARKER_ORDER = {"policy": 0, "abort": 1}  # legend order, whatever order the markers come in
 MAX_JOIN_POINTS = 6  # dots added per segment at most; steep jumps look solid enough with 6
 CURSOR_STYLE = Style(color=Color.from_rgb(*palette.CURSOR), bold=True)
 TITLE_STYLE = Style(bold=True)
@@ -111,6 +112,10 @@ def tick_label(value: float) -> str:
     return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
 
 
+def step_label(value: float) -> str:
+    return tick_label(value) if value >= 10_000 else f"{value:,.0f}"
+
+
 def legend_text(title: str, short_title: str, lines: Sequence[Line],
                 markers: Sequence[Marker], width: int) -> Text:
     """The plot's title and what each colour means, shortened until it fits `width`.
@@ -119,7 +124,7 @@ def legend_text(title: str, short_title: str, lines: Sequence[Line],
     right-axis series is marked with "→".
     """
     marks: dict[str, RGB] = {}
-    for marker in markers:
+    for marker in sorted(markers, key=lambda m: MARKER_ORDER.get(m.label, len(MARKER_ORDER))):
         if marker.label and marker.label not in marks:
             marks[marker.label] = marker.color
     candidates = []
@@ -176,6 +181,7 @@ class RunPlot(PlotextPlot):
         self.short_title = short_title or title
         self.ylim = ylim
         self.integer = integer  # counts: whole-number ticks only
+        self.x_label: Callable[[float], str] = step_label  # x tick labels (steps by default)
         self._lines: list[Line] = []
         self._markers: list[Marker] = []
         self._xlim: tuple[float, float] = (0.0, 1.0)
@@ -278,7 +284,7 @@ class RunPlot(PlotextPlot):
             plt.vertical_line(marker.step, color=marker.color)
         plt.xlim(lo, hi)
         xticks = sorted({int(round(t)) for t in np.linspace(lo, hi, 5 if width >= 40 else 3)})
-        plt.xticks(xticks, [tick_label(t) if t >= 10_000 else f"{t:,}" for t in xticks])
+        plt.xticks(xticks, [self.x_label(t) for t in xticks])
         for axis, (ylo, yhi) in ylims.items():
             plt.ylim(ylo, yhi, yside=axis)
             plt.yticks(ticks[axis], [tick_label(t) for t in ticks[axis]], yside=axis)

@@ -67,6 +67,7 @@ class Status:
     pending_policy: str | None = None  # asked for (key pressed), not applied by the engine yet
     stage: str = ""  # start-up stage while no step has run ("importing vLLM", ...)
     restart_policy: str | None = None  # the policy R restarts with, once the run is over
+    source_style: str = "#58d1eb"  # A/B replay: the run's colour on the plots
 
 
 def runway_text(runway: Runway | None, policy: str, compact: bool) -> tuple[str, str] | None:
@@ -223,7 +224,7 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
             times += f"  {status.steps_per_s:,.0f} steps/s"
         pieces.append((3, 3, [(times, ""), (f"sim {s.sim_s:,.1f} s", "")]))
     if status.source:
-        pieces.append((4, 4, [(status.source, "#58d1eb")]))
+        pieces.append((4, 4, [(status.source, status.source_style)]))
     h = view.header
     if h is not None:
         pieces.append((5, 5, [(f"{h.backend} · {h.model} · vLLM {h.vllm_version}", "dim"),
