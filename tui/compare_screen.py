@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from engine.analysis.divergence import decision_diff, first_difference
 from tui import palette
@@ -29,6 +29,7 @@ from tui.abort_banner import AbortBanner
 from tui.decisions_table import DecisionsTable
 from tui.goto_step import GotoStep
 from tui.help_screen import HelpScreen, describe_bindings
+from tui.key_footer import KeyFooter
 from tui.messages import SeekRequested, StepSelected
 from tui.replay_bar import ReplayBar
 from tui.run_panel import runway_at
@@ -114,7 +115,7 @@ class CompareScreen(Screen):
             for i, _ in enumerate(self.views):
                 yield DecisionsTable(id=f"decisions-{i}")
         yield ReplayBar(id="replay-bar")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         for i, name in enumerate(self.names):

@@ -31,20 +31,22 @@ class Column:
     key: str
     title: str
     width: int  # cells at the normal size (the 160-column layout), separator included
+    least: int  # cells it can shrink to before it is dropped
     drop: int  # narrow tables drop columns in this order (1 first); 0: never dropped
     grow: int = 0  # wide tables give this many extra cells at most (id lists, prefill chunks)
+    short: str = ""  # title when narrower than the title
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("step", "step", 6, 0),
-    Column("prefill", "prefill req:tokens", 25, 7, grow=40),
-    Column("decode", "dec g/s", 8, 5),
-    Column("out", "swap out", 10, 0, grow=30),
-    Column("in", "swap in", 9, 3, grow=30),
-    Column("recomp", "recomp", 7, 1, grow=20),
-    Column("finished", "finished", 9, 2, grow=30),
-    Column("tokens", "tok/budget", 11, 4),
-    Column("policy", "policy", 9, 6, grow=6),
+    Column("step", "step", 6, 6, 0),
+    Column("prefill", "prefill req:tokens", 25, 14, 6, grow=40, short="prefill"),
+    Column("decode", "dec g/s", 8, 8, 5),
+    Column("out", "swap out", 10, 9, 0, grow=30),
+    Column("in", "swap in", 9, 8, 4, grow=30),
+    Column("recomp", "recomp", 7, 7, 1, grow=20),
+    Column("finished", "finished", 9, 9, 2, grow=30),
+    Column("tokens", "tok/budget", 11, 10, 3, short="tokens"),
+    Column("policy", "policy", 9, 8, 7, grow=6),
 )
 HEADER_STYLE = Style(bold=True, underline=True)
 OUT_STYLE = Style(color="#f4005f", bold=True)
@@ -57,15 +59,23 @@ CACHE_LIMIT = 4000
 
 
 def layout_columns(width: int) -> list[tuple[Column, int]]:
-    """The columns that fit in `width` cells, in their order, with their widths: the least
-    important ones go first when narrow; id columns share extra width when wide."""
+    """The columns that fit in `width` cells, in their order, with their widths.
+
+    Narrow: the least important columns go first (drop order), the rest shrink towards their
+    least width. Normal: every column at its width. Wide: id columns grow, so full id lists fit.
+    """
     shown = list(COLUMNS)
     for column in sorted((c for c in COLUMNS if c.drop), key=lambda c: c.drop):
-        if sum(c.width for c in shown) <= width:
+        if sum(c.least for c in shown) <= width:
             break
         shown.remove(column)
-    extra = width - sum(c.width for c in shown)
-    widths = {c.key: c.width for c in shown}
+    widths = {c.key: c.least for c in shown}
+    extra = width - sum(widths.values())
+    # back to the normal widths, most important first (never-dropped, then last to drop)
+    for column in sorted(shown, key=lambda c: -(c.drop or 99)):
+        add = min(extra, column.width - widths[column.key])
+        widths[column.key] += add
+        extra -= add
     growable = [c for c in shown if c.grow]
     while extra > 0 and growable:
         share = max(1, extra // len(growable))
@@ -195,8 +205,9 @@ class DecisionsTable(Widget, can_focus=True):
             return
         self.columns, self._cache = columns, {}
         self._widths = [w for _, w in columns]
-        self._header = Strip(_segments([(c.title, HEADER_STYLE) for c, _ in columns],
-                                       self._widths))
+        titles = [(c.title if len(c.title) < w else c.short or c.title, HEADER_STYLE)
+                  for c, w in columns]
+        self._header = Strip(_segments(titles, self._widths))
         self.refresh()
 
     @property

@@ -32,6 +32,7 @@ LEVEL_MARKS = {"info": "i", "warning": "⚠", "error": "✗"}
 _LOG = re.compile(r"^vLLM (?P<level>\w+) (?P<logger>[\w.]+): (?P<message>.*?)"
                   r"(?: \(×(?P<repeats>\d+)\))?$", re.S)
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+MESSAGE_CHARS = 110
 FETCH_FACTOR = 4  # events read per line of height, so hidden and folded ones leave no gaps
 
 
@@ -60,6 +61,17 @@ def log_parts(event: Event) -> tuple[str, str, str, int] | None:
             int(match["repeats"]) if match["repeats"] else 1)
 
 
+def first_sentence(message: str, limit: int = MESSAGE_CHARS) -> str:
+    """vLLM's long lines (the config dump, the preemption advice) cut to their first sentence;
+    the whole line is in the recording."""
+    if len(message) <= limit:
+        return message
+    end = message.find(". ")
+    if 0 < end < limit:
+        return message[:end + 1] + " …"
+    return message[:limit - 1] + "…"
+
+
 def fold(events: list[Event], show_info: bool) -> list[Entry]:
     """Hide INFO log lines (unless asked) and fold log lines that differ only in numbers into
     one entry, kept at the newest one's place."""
@@ -74,7 +86,8 @@ def fold(events: list[Event], show_info: bool) -> list[Entry]:
             continue
         level, logger, message, repeats = parts
         key = f"{level}|{logger}|{_NUMBER.sub('#', message)}"
-        text = f"{LEVEL_MARKS.get(event.level, '')} {logger.rsplit('.', 1)[-1]}: {message}"
+        text = f"{LEVEL_MARKS.get(event.level, '')} {logger.rsplit('.', 1)[-1]}: " \
+            f"{first_sentence(message)}"
         previous = folded.get(key)
         if previous is not None:
             entries.remove(previous)

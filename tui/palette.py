@@ -16,7 +16,7 @@ RGB = tuple[int, int, int]
 
 CYAN: RGB = (88, 209, 235)
 RED: RGB = (244, 0, 95)
-GREEN: RGB = (152, 224, 36)
+GREEN: RGB = (64, 214, 120)
 YELLOW: RGB = (230, 219, 116)
 VIOLET: RGB = (174, 129, 255)
 ORANGE: RGB = (253, 151, 31)

@@ -87,7 +87,7 @@ class RunPanel(Vertical):
         height: 1fr;
     }
     RunPanel.-no-events #side {
-        width: 58;
+        width: 62;
     }
     RunPanel.-no-detail #side {
         display: none;

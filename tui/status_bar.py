@@ -30,7 +30,7 @@ STATE_STYLES = {"running": "bold #98e024", "paused": "bold #e6db74", "aborted": 
                 "replay": "bold #58d1eb"}
 HOT = "bold #f4005f"  # swapped groups, a full swap space
 WARN = "bold white on #c0003c"
-LEVELS = 4  # line 1's verbosity levels, 0 (words) to 3 (abbreviations)
+LEVELS = 5  # line 1's verbosity levels, 0 (words) to 4 (abbreviations, no recording size)
 
 
 def policy_style(policy: str) -> str:
@@ -77,12 +77,15 @@ def runway_text(runway: Runway | None, policy: str, compact: bool) -> tuple[str,
     steps = runway.steps
     under = short_policy(policy)
     if steps is None:
+        if runway.free_blocks >= runway.total_blocks:  # nothing swapped out
+            if not runway.since_change:
+                return None
+            return (f"swap empty ({under})" if compact
+                    else f"swap space empty under {policy}", "bold #98e024")
         if runway.since_change:
             return (f"swap stable ({under})" if compact
                     else f"swap space no longer filling under {policy}", "bold #98e024")
-        if runway.free_blocks < runway.total_blocks:
-            return ("swap stable" if compact else "swap space not filling", "")
-        return None
+        return ("swap stable" if compact else "swap space not filling", "")
     style = WARN if runway.short else "bold #fd971f"
     mark = "⚠ " if runway.short else ""
     if compact:
@@ -163,7 +166,9 @@ def _policy_badge(text: Text, view: RunView, status: Status, level: int) -> None
 
 
 def key_numbers(view: RunView, status: Status, level: int) -> Text:
-    """Line 1 at verbosity `level` (0: words ... 3: abbreviations)."""
+    """Line 1 at verbosity `level` (0: words ... 3: abbreviations, 4: the recording indicator
+    without its size)."""
+    level, bare_rec = min(level, 3), level >= 4
     text = Text()
     _policy_badge(text, view, status, level)
     sep = "  " if level < 2 else " "
@@ -193,8 +198,10 @@ def key_numbers(view: RunView, status: Status, level: int) -> Text:
         text.append(sep + (" " if level < 2 else ""))
         if status.recording:
             size = human_bytes(status.recording_bytes, compact=level > 0)
-            text.append("● REC " if level < 2 else "●REC ", "bold #f4005f")
-            text.append(size if level < 3 else size.replace(" ", ""))
+            text.append("● REC " if level < 2 else "●REC", "bold #f4005f")
+            if not bare_rec:
+                text.append(size if level < 2 else " " + size.replace(" ", "")
+                            if level == 3 else " " + size)
         else:
             text.append("○ not recording" if level < 2 else "○ no rec", "dim")
     return text

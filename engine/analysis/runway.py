@@ -50,7 +50,7 @@ class Runway:
     rate: float  # net CPU blocks gained per step over the window (> 0: the swap space fills)
     reserve: int  # blocks set aside for the next swap-out (the last group swapped out)
     window: int  # steps the rate was measured over
-    since_change: bool  # the window starts at the latest policy change
+    since_change: bool  # measured under the latest policy change only
     measuring: bool  # a policy change is too recent: the rate is still the old policy's
     swapout_gap: float | None = None  # mean steps between the window's swap-outs (None: < 2)
     since_swapout: int = 0  # steps since the newest swap-out in the window
@@ -109,7 +109,9 @@ def forecast(steps: Sequence[StepRecord], end: int | None = None, *,
     last = steps[end - 1]
     start = max(0, end - 1 - window)
     since_change = measuring = False
-    if changed_at is not None and changed_at > steps[start].step:
+    if changed_at is not None and changed_at <= steps[start].step + 1:
+        since_change = True  # the whole window ran under the new policy
+    elif changed_at is not None:
         change_index = changed_at - steps[0].step  # steps are contiguous by contract
         if last.step - changed_at + 1 >= MIN_STEPS_AFTER_CHANGE:
             # the step before the change is the baseline: the new policy's first step counts
