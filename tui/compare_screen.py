@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from engine.analysis.divergence import decision_diff, first_difference
+from engine.stream.records import StepRecord
 from tui import palette
 from tui.ab_timeline import Align, Timeline
 from tui.abort_banner import AbortBanner
@@ -44,6 +45,18 @@ MIN_SPEED, MAX_SPEED = 0.25, 64.0
 PLOTS = (("compare-cpu", "CPU KV %", "CPU%", "cpu_pct", (0.0, 100.0)),
          ("compare-swapped", "swapped groups", "swapped", "swapped", None),
          ("compare-running", "running groups", "running", "running", None))
+
+
+def decisions_summary(s: StepRecord) -> str:
+    """One step's decisions in a few words, for comparing two different steps."""
+    parts = [f"{len(s.prefills)} prefill", f"{s.decode_groups} decode"]
+    if s.swapped_out:
+        parts.append(f"{len(s.swapped_out)} out")
+    if s.swapped_in:
+        parts.append(f"{len(s.swapped_in)} in")
+    if s.withheld:
+        parts.append("held")
+    return " · ".join(parts)
 
 
 class CompareScreen(Screen):
@@ -251,12 +264,16 @@ class CompareScreen(Screen):
             if view.steps and step >= view.last_step and (view.abort or view.finished):
                 text.append(f"{letter} has ended ({'aborted' if view.abort else 'finished'})  ",
                             "bold #f4005f" if view.abort else "bold")
-        if sa is not None and sb is not None:
+        if sa is not None and sb is not None and sa.step == sb.step:
             fields = decision_diff(sa, sb)
             if fields:
                 text.append("decisions differ in " + ", ".join(fields), "#fd971f")
             else:
                 text.append("same decisions", "#98e024")
+        else:  # different steps: say what each one decided
+            for letter, record in (("A", sa), ("B", sb)):
+                if record is not None:
+                    text.append(f"{letter}: {decisions_summary(record)}  ")
         return text
 
     # -- actions ----------------------------------------------------------------------------

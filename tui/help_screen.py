@@ -103,7 +103,9 @@ class HelpScreen(ModalScreen[None]):
         stack = self.app.screen_stack
         below = stack[-2] if len(stack) >= 2 and stack[-1] is self else (
             stack[-1] if stack and stack[-1] is not self else None)
-        with VerticalScroll():
+        with VerticalScroll() as scroll:
+            scroll.border_title = "help"
+            scroll.border_subtitle = "↑↓ PgUp PgDn scroll · any other key closes"
             yield Static(self.help_text(below), id="help-text")
 
     def help_text(self, below: Screen | None) -> Text:
@@ -125,12 +127,21 @@ class HelpScreen(ModalScreen[None]):
                 text.append(line + "\n", "#58d1eb")
         if self._notes:
             text.append("\n" + self._notes + "\n")
-        text.append("\nany key closes this", "dim")
+        text.append("\nany key but the arrows and PgUp/PgDn closes this", "dim")
         return text
 
     def on_key(self, event) -> None:
         event.stop()
-        self.dismiss(None)
+        scroll = self.query_one(VerticalScroll)
+        moves = {"up": lambda: scroll.scroll_relative(y=-1, animate=False),
+                 "down": lambda: scroll.scroll_relative(y=1, animate=False),
+                 "pageup": lambda: scroll.scroll_page_up(animate=False),
+                 "pagedown": lambda: scroll.scroll_page_down(animate=False)}
+        move = moves.get(event.key)
+        if move is not None:
+            move()
+        else:
+            self.dismiss(None)
 
     def on_click(self) -> None:
         self.dismiss(None)
