@@ -360,3 +360,24 @@ async def test_ab_choosing_a_row_in_b_seeks_there():
         await pilot.pause()
         assert screen.steps()[1] == screen.difference - 4
 
+
+
+# -- start-up and restart (fields the live screen fills from the engine stream) -------------
+
+
+async def test_start_up_stage_and_restart_policy_are_shown():
+    from tui.status_bar import Status
+
+    stage = "building the engine (8192 GPU / 7281 CPU blocks)"
+    app = panel_app(RunView(), Status(state="starting", stage=stage, recording=RECORDING_PATH))
+    async with app.run_test(size=SMALL) as pilot:
+        await pilot.pause()
+        first = lines(app.screen.query_one(StatusBar))[0]
+        assert "starting" in first and f"{stage}…" in first
+    view = view_until(OFF)
+    app = panel_app(view, live_status(view, restart_policy="strict", steps_per_s=63.0))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        first, second = lines(app.screen.query_one(StatusBar))
+        assert "R restarts with strict" in second
+        assert "steps/s" not in second  # only while running, never a stale value

@@ -6,6 +6,10 @@ cursor in replay), so a 100,000-step replay costs no more than a 100-step one an
 adds no per-step UI work. DataTable was tried first: its per-cell rendering cost a large share
 of the GIL the engine thread needs.
 
+Columns follow the width (layout_columns): a narrow table drops its least important columns
+and shrinks the rest, a wide one (200+ terminal columns) widens the id columns so whole id lists
+fit; an id list that does not fit ends in "+N", never in a cut id.
+
 Keys: up/down/pageup/pagedown move the highlight (older rows scroll in), enter or a click
 chooses a row (StepSelected), escape (on the screen) returns to following.
 """

@@ -123,7 +123,12 @@ class StatusBar(Static):
     def show(self, view: RunView, status: Status, runway: Runway | None = None) -> None:
         self.status = status
         self._args = (view, status, runway)
-        text = self.compose_text(view, status, runway, self.content_size.width or 158)
+        width = self.content_size.width or 158
+        key = (id(view), view.version, view.cursor, status, runway, width)
+        if key == getattr(self, "_key", None):
+            return  # the screens call this on every tick; most ticks change nothing here
+        self._key = key
+        text = self.compose_text(view, status, runway, width)
         if text.plain != getattr(self, "_last_plain", None):
             self._last_plain = text.plain
             self.update(text, layout=False)  # fixed height: no layout pass, which is costly
