@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from engine.analysis.divergence import decision_diff, first_difference
+from engine.analysis.runway import late_fix
 from engine.stream.records import StepRecord
 from tui import palette
 from tui.ab_timeline import Align, Timeline
@@ -42,6 +43,7 @@ LETTERS = "AB"
 TICK_HZ = 12
 STEPS_PER_S = 60.0  # play pace at 1x when aligned on steps (the seed's pace on a laptop)
 MIN_SPEED, MAX_SPEED = 0.25, 64.0
+SMALL_HEIGHT = 32
 PLOTS = (("compare-cpu", "CPU KV %", "CPU%", "cpu_pct", (0.0, 100.0)),
          ("compare-swapped", "swapped groups", "swapped", "swapped", None),
          ("compare-running", "running groups", "running", "running", None))
@@ -82,6 +84,9 @@ class CompareScreen(Screen):
     CompareScreen AbortBanner {
         height: auto;
     }
+    CompareScreen.-small AbortBanner {
+        max-height: 1;
+    }
     CompareScreen #compare-plots {
         height: 40%;
         min-height: 7;
@@ -108,6 +113,8 @@ class CompareScreen(Screen):
         self._carry = 0.0
         self._last_tick = time.monotonic()
         self._plotted: tuple | None = None
+        self.late = [late_fix(v.steps, v.policy_changes, v.abort.step)
+                     if v.abort is not None else None for v in views]
         self.difference = first_difference(views[0].steps, views[1].steps) \
             if len(views) == 2 else None
         if self.difference is not None:  # open where the story starts
@@ -140,6 +147,9 @@ class CompareScreen(Screen):
         self.redraw(force_plots=True)
 
     def on_resize(self) -> None:
+        # two banners of two lines each leave no room for the tables below 32 rows: keep
+        # their first line (the abort and its step)
+        self.set_class(self.size.height < SMALL_HEIGHT, "-small")
         self.redraw(force_plots=True)
 
     # -- the cursor -------------------------------------------------------------------------
@@ -192,7 +202,8 @@ class CompareScreen(Screen):
                 view.cursor = step
             self.query_one(f"#status-{i}", StatusBar).show(view, self.status(i),
                                                            runway_at(view))
-            self.query_one(f"#banner-{i}", AbortBanner).show(view.abort, view.abort_visible)
+            self.query_one(f"#banner-{i}", AbortBanner).show(view.abort, view.abort_visible,
+                                                             late=self.late[i])
             self.query_one(f"#decisions-{i}", DecisionsTable).show_until(view, step)
         self.query_one("#ab-diff", Static).update(self.diff_text(steps))
         timeline = self.timeline
