@@ -146,6 +146,7 @@ async def test_compare_two_recordings_on_shared_axes():
         await pilot.pause()
         screen = app.main_screen
         assert isinstance(screen, CompareScreen)
+        await pilot.press("end")  # the A/B replay opens at the first difference
         cpu = screen.query_one("#compare-cpu", RunPlot)
         assert len(cpu._lines) == 2 and cpu._xlim == (0.0, 1599.0)
         first = screen.query_one("#status-0", StatusBar).render().plain

@@ -1,15 +1,37 @@
-"""The banner that says vLLM gave up: its message, the step, and how full the swap space was.
+"""The banner that says vLLM gave up: its message, the step, how full the swap space was, and,
+when a fix had been switched on before the abort, that it came too late (how many steps before
+the abort, and what the swap runway was at that moment).
 
 Hidden until the abort is part of what the screen shows; everything else stays on screen for
-inspection.
+inspection. It names the last step that completed, the step the status line shows, so the two
+never disagree. In `compact` mode (small terminals) it keeps to two unwrapped lines.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widgets import Static
 
+from engine.analysis.runway import LateFix
 from engine.stream.records import EngineAborted
+
+
+def late_text(late: LateFix, compact: bool) -> str:
+    """"The fix came too late: ..." from the late-fix analysis."""
+    runway = late.runway
+    steps = runway.steps if runway is not None else None
+    if compact:
+        then = f"; runway then ~{steps:,.0f}" if steps is not None else ""
+        return (f"fix too late: {late.change.new} from step {late.change.step:,}, "
+                f"{late.steps_before_abort:,} steps before the abort{then}")
+    if steps is None:
+        then = "while the swap space was not filling yet"
+    else:
+        then = f"when the swap runway was ~{steps:,.0f} steps"
+    return (f"The fix came too late: {late.change.new} took over at step {late.change.step:,}, "
+            f"{late.steps_before_abort:,} steps before the abort, {then}. The groups already "
+            f"running kept growing and kept swapping out.")
 
 
 class AbortBanner(Static):
@@ -27,19 +49,54 @@ class AbortBanner(Static):
     }
     """
 
-    def show(self, abort: EngineAborted | None, visible: bool, footer: str = "") -> None:
+    compact: reactive[bool] = reactive(False)
+
+    def show(self, abort: EngineAborted | None, visible: bool, footer: str = "",
+             late: LateFix | None = None) -> None:
         on = abort is not None and visible
-        key = (id(abort), on, footer)
+        key = (id(abort), on, footer, late, self.compact)
         if key == getattr(self, "_shown", None):
             return
         self._shown = key
+        self._args = (abort, visible, footer, late)
         self.set_class(on, "-visible")
         if not on or abort is None:
             return
-        text = Text(f"vLLM ABORTED at step {abort.step:,}: {abort.error}: {abort.message}\n")
-        text.append(f"swapped {abort.swapped} groups · running {abort.running} · waiting "
-                    f"{abort.waiting} · CPU KV {abort.cpu_used}/{abort.cpu_total} "
-                    f"({abort.cpu_pct:.1f}%) · GPU KV {abort.gpu_pct:.1f}%")
+        self.update(self.describe(abort, footer, late, self.compact))
+
+    def watch_compact(self) -> None:
+        args = getattr(self, "_args", None)
+        if args is not None:
+            self.show(*args)
+
+    @property
+    def late_shown(self) -> bool:
+        shown = getattr(self, "_shown", None)
+        return bool(shown and shown[1] and shown[3] is not None)
+
+    @staticmethod
+    def describe(abort: EngineAborted, footer: str, late: LateFix | None,
+                 compact: bool) -> Text:
+        last = max(0, abort.step - 1)  # the aborting step did not complete
+        message = abort.message.split(". Please")[0].rstrip(".")
+        if compact:
+            text = Text(no_wrap=True, overflow="ellipsis")
+            text.append(f"✗ vLLM ABORTED after step {last:,}: {message}\n")
+            if late is not None:
+                text.append(late_text(late, compact=True))
+            else:
+                text.append(f"swapped {abort.swapped} · CPU KV {abort.cpu_pct:.1f}% · "
+                            f"GPU KV {abort.gpu_pct:.1f}%", "")
+            return text
+        text = Text()
+        text.append(f"✗ vLLM ABORTED after step {last:,} (step {abort.step:,} raised): "
+                    f"{abort.error}: {abort.message}\n")
+        text.append(f"when it gave up: swapped {abort.swapped} groups · running "
+                    f"{abort.running} · waiting {abort.waiting:,} · CPU KV "
+                    f"{abort.cpu_used:,}/{abort.cpu_total:,} ({abort.cpu_pct:.1f}%) · "
+                    f"GPU KV {abort.gpu_pct:.1f}%", "not bold")
+        if late is not None:
+            text.append("\n" + late_text(late, compact=False))
         if footer:
-            text.append(f"\n{footer}")
-        self.update(text)
+            text.append(f"\n{footer}", "not bold")
+        return text

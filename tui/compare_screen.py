@@ -1,38 +1,104 @@
-"""Two recordings side by side: CPU KV % and swapped groups of both on shared axes.
+"""A/B replay: two recordings under one cursor (`observatory replay A B`).
 
-This is the fix-off vs fix-on view. It reuses RunPlot and StatusBar; each run keeps its own
-status line, and both runs share one x range so their steps line up.
+Space, the arrows, n/N and g move both runs at once. Each run keeps its own status lines (the key
+numbers, the runway), its abort banner and its decisions table, ending at the step it is at; the
+plots draw both runs on shared axes with one cursor line. The first step where the runs'
+decisions differ is marked in both tables (◆) and `d` jumps there. `t` aligns the runs on
+simulated time instead of on step number (see tui.ab_timeline). A run that ended first (it
+aborted) stays at its end, banner and all, while the other goes on.
+
+It is built from the same widgets as the replay screen (StatusBar, AbortBanner, RunPlot,
+DecisionsTable, ReplayBar), composed twice.
 """
 
 from __future__ import annotations
 
+import time
+
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import Static
 
+from engine.analysis.divergence import decision_diff, first_difference
+from engine.analysis.runway import late_fix
+from engine.stream.records import StepRecord
+from tui import palette
+from tui.ab_timeline import Align, Timeline
 from tui.abort_banner import AbortBanner
+from tui.decisions_table import DecisionsTable
+from tui.goto_step import GotoStep
 from tui.help_screen import HelpScreen, describe_bindings
-from tui.run_panel import ABORT_MARKER, POLICY_MARKER
+from tui.key_footer import KeyFooter
+from tui.messages import SeekRequested, StepSelected
+from tui.replay_bar import ReplayBar
+from tui.run_panel import runway_at
 from tui.run_plot import Line, Marker, RunPlot
 from tui.run_view import RunView
 from tui.status_bar import Status, StatusBar
 
-COLORS = ("red", "green")
+LETTERS = "AB"
+TICK_HZ = 12
+STEPS_PER_S = 60.0  # play pace at 1x when aligned on steps (the seed's pace on a laptop)
+MIN_SPEED, MAX_SPEED = 0.25, 64.0
+SMALL_HEIGHT = 32
+PLOTS = (("compare-cpu", "CPU KV %", "CPU%", "cpu_pct", (0.0, 100.0)),
+         ("compare-swapped", "swapped groups", "swapped", "swapped", None),
+         ("compare-running", "running groups", "running", "running", None))
+
+
+def decisions_summary(s: StepRecord) -> str:
+    """One step's decisions in a few words, for comparing two different steps."""
+    parts = [f"{len(s.prefills)} prefill", f"{s.decode_groups} decode"]
+    if s.swapped_out:
+        parts.append(f"{len(s.swapped_out)} out")
+    if s.swapped_in:
+        parts.append(f"{len(s.swapped_in)} in")
+    if s.withheld:
+        parts.append("held")
+    return " · ".join(parts)
 
 
 class CompareScreen(Screen):
     BINDINGS = [
+        Binding("space", "play", "play/pause", priority=True),
+        Binding("left", "step(-1)", "-1", key_display="←", priority=True),
+        Binding("right", "step(1)", "+1", key_display="→", priority=True),
+        Binding("shift+left", "step(-100)", "-100", key_display="⇧←", priority=True),
+        Binding("shift+right", "step(100)", "+100", key_display="⇧→", priority=True),
+        Binding("home", "seek_start", "start", priority=True),
+        Binding("end", "seek_end", "end", priority=True),
+        Binding("left_square_bracket", "speed(0.5)", "slower", key_display="["),
+        Binding("right_square_bracket", "speed(2)", "faster", key_display="]"),
+        Binding("n", "jump(1)", "next event"),
+        Binding("N", "jump(-1)", "prev event"),
+        Binding("d", "first_difference", "1st difference"),
+        Binding("t", "align", "align step/time"),
+        Binding("g", "goto", "go to"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
     ]
     DEFAULT_CSS = """
-    CompareScreen #compare-plots {
-        height: 1fr;
+    CompareScreen AbortBanner {
+        height: auto;
     }
-    CompareScreen StatusBar {
+    CompareScreen.-small AbortBanner {
+        max-height: 1;
+    }
+    CompareScreen #compare-plots {
+        height: 40%;
+        min-height: 7;
+    }
+    CompareScreen #ab-diff {
         height: 2;
+        padding: 0 1;
+        background: $boost;
+    }
+    CompareScreen #ab-tables {
+        height: 1fr;
+        min-height: 4;
     }
     """
 
@@ -40,52 +106,283 @@ class CompareScreen(Screen):
         super().__init__()
         self.views = views
         self.names = names
+        self.timeline = Timeline(views, "step")
+        self.index = 0
+        self.playing = False
+        self.speed = 1.0
+        self._carry = 0.0
+        self._last_tick = time.monotonic()
+        self._plotted: tuple | None = None
+        self.late = [late_fix(v.steps, v.policy_changes, v.abort.step)
+                     if v.abort is not None else None for v in views]
+        self.difference = first_difference(views[0].steps, views[1].steps) \
+            if len(views) == 2 else None
+        if self.difference is not None:  # open where the story starts
+            self.index = self.timeline.index_of_step(0, self.difference)
+
+    # -- lifecycle ------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         for i, _ in enumerate(self.views):
             yield StatusBar(id=f"status-{i}")
             yield AbortBanner(id=f"banner-{i}")
-        with Vertical(id="compare-plots"):
-            yield RunPlot(self._title("CPU KV %"), ylim=(0, 100), id="compare-cpu")
-            yield RunPlot(self._title("swapped groups"), id="compare-swapped")
-        yield Footer()
-
-    def _title(self, what: str) -> str:
-        parts = [f"{name} {color}" for name, color in zip(self.names, COLORS)]
-        return f"{what}: " + ", ".join(parts)
+        with Horizontal(id="compare-plots"):
+            for plot_id, title, short, _, ylim in PLOTS:
+                yield RunPlot(title, short_title=short, ylim=ylim, integer=ylim is None,
+                              id=plot_id)
+        yield Static(id="ab-diff")
+        with Horizontal(id="ab-tables"):
+            for i, _ in enumerate(self.views):
+                yield DecisionsTable(id=f"decisions-{i}")
+        yield ReplayBar(id="replay-bar")
+        yield KeyFooter()
 
     def on_mount(self) -> None:
-        self.redraw()
+        for i, name in enumerate(self.names):
+            table = self.query_one(f"#decisions-{i}", DecisionsTable)
+            table.border_title = f"{LETTERS[i]}: {name}"
+            table.marked = self.difference
+            self.query_one(f"#banner-{i}", AbortBanner).compact = True
+        self.set_interval(1 / TICK_HZ, self._tick)
+        self.redraw(force_plots=True)
 
     def on_resize(self) -> None:
-        self.redraw()
+        # two banners of two lines each leave no room for the tables below 32 rows: keep
+        # their first line (the abort and its step)
+        self.set_class(self.size.height < SMALL_HEIGHT, "-small")
+        self.redraw(force_plots=True)
 
-    def redraw(self) -> None:
-        for i, (view, name) in enumerate(zip(self.views, self.names)):
+    # -- the cursor -------------------------------------------------------------------------
+
+    def steps(self) -> list[int]:
+        """The step each run is at."""
+        return [self.timeline.step_at(i, self.index) for i in range(len(self.views))]
+
+    def seek_index(self, index: int) -> None:
+        self.index = self.timeline.clamp(index)
+        for i in range(len(self.views)):
+            self.query_one(f"#decisions-{i}", DecisionsTable).follow()
+        self.redraw(force_plots=False)
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        dt, self._last_tick = now - self._last_tick, now
+        if not self.playing:
+            return
+        timeline = self.timeline
+        if timeline.align == "step":
+            self._carry += dt * self.speed * STEPS_PER_S
+            advance, self._carry = int(self._carry), self._carry % 1
+            target = self.index + advance
+        else:
+            target = timeline.index_of(timeline.positions[self.index] + dt * self.speed * 1000)
+        if target >= len(timeline) - 1:
+            target, self.playing = len(timeline) - 1, False
+        if target != self.index:
+            self.seek_index(target)
+
+    # -- drawing --------------------------------------------------------------------------
+
+    def status(self, i: int) -> Status:
+        view = self.views[i]
+        state = "replay"
+        if view.abort_visible:
+            state = "aborted"
+        elif view.steps and view.cursor is not None and view.cursor >= view.last_step \
+                and view.finished is not None:
+            state = view.finished.reason
+        color = palette.hex_color(palette.RUN_COLORS[i % len(palette.RUN_COLORS)])
+        return Status(state=state, steps_per_s=None, show_wall=False,
+                      source=f"{LETTERS[i]} ━ {self.names[i]}", source_style=f"bold {color}")
+
+    def redraw(self, force_plots: bool = True) -> None:
+        steps = self.steps()
+        for i, (view, step) in enumerate(zip(self.views, steps)):
             if view.steps:
-                view.cursor = view.last_step
-            state = "aborted" if view.abort else (view.finished.reason if view.finished
-                                                  else "replay")
-            color = COLORS[i % len(COLORS)]
-            self.query_one(f"#status-{i}", StatusBar).show(
-                view, Status(state=state, show_wall=False, source=f"[{color}] {name}"))
-            self.query_one(f"#banner-{i}", AbortBanner).show(view.abort, view.abort is not None)
-        lo = min((v.first_step for v in self.views if v.steps), default=0)
-        hi = max((v.last_step for v in self.views if v.steps), default=1)
-        for plot_id, series in (("#compare-cpu", "cpu_pct"), ("#compare-swapped", "swapped")):
-            plot = self.query_one(plot_id, RunPlot)
-            lines, marks = [], []
-            for i, (view, name) in enumerate(zip(self.views, self.names)):
-                xs, ys = view.series(series, view.first_step, view.last_step, plot.points)
-                lines.append(Line(name, xs, ys, COLORS[i % len(COLORS)]))
-                marks += [Marker(p.step, POLICY_MARKER) for p in view.policy_changes]
-                if view.abort is not None:
-                    marks.append(Marker(view.abort.step - 1, ABORT_MARKER))
-            plot.show(lines, marks, (float(lo), float(max(hi, lo + 1))))
+                view.cursor = step
+            self.query_one(f"#status-{i}", StatusBar).show(view, self.status(i),
+                                                           runway_at(view))
+            self.query_one(f"#banner-{i}", AbortBanner).show(view.abort, view.abort_visible,
+                                                             late=self.late[i])
+            self.query_one(f"#decisions-{i}", DecisionsTable).show_until(view, step)
+        self.query_one("#ab-diff", Static).update(self.diff_text(steps))
+        timeline = self.timeline
+        x = timeline.positions[self.index]
+        lo, hi = timeline.span
+        last = int(hi) if timeline.align == "step" else len(timeline) - 1
+        here = int(x) if timeline.align == "step" else self.index
+        first = int(lo) if timeline.align == "step" else 0
+        position = None if timeline.align == "step" else \
+            f"sim {x / 1000:,.2f} s / {hi / 1000:,.2f} s"
+        self.query_one(ReplayBar).show(here, first, last, self.playing, self.speed,
+                                       note=f"  aligned on {timeline.align}",
+                                       position=position)
+        key = (timeline.align, self.size)
+        for plot_id, _, _, series, _ in PLOTS:
+            plot = self.query_one(f"#{plot_id}", RunPlot)
+            if force_plots or key != self._plotted:
+                plot.x_label = timeline.label
+                plot.show(self._lines(plot, series), self._markers(), (lo, hi), x)
+            else:
+                plot.show(plot._lines, plot._markers, plot._xlim, x)
+        self._plotted = key
+
+    def _lines(self, plot: RunPlot, series: str) -> list[Line]:
+        lines = []
+        for i, view in enumerate(self.views):
+            xs, ys = view.series(series, view.first_step, view.last_step, plot.points)
+            lines.append(Line(LETTERS[i], self.timeline.xs(i, xs), ys,
+                              palette.RUN_COLORS[i % len(palette.RUN_COLORS)]))
+        return lines
+
+    def _markers(self) -> list[Marker]:
+        marks = []
+        for i, view in enumerate(self.views):
+            marks += [Marker(self.timeline.x_of(i, p.step), palette.POLICY_MARKER, "policy")
+                      for p in view.policy_changes]
+            if view.abort is not None and view.steps:
+                marks.append(Marker(self.timeline.x_of(i, view.last_step), palette.ABORT_MARKER,
+                                    "abort"))
+        return marks
+
+    def diff_text(self, steps: list[int]) -> Text:
+        """Line 1: the first difference. Line 2: how the runs' decisions compare here."""
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if len(self.views) != 2:
+            return text
+        a, b = self.views
+        d = self.difference
+        if d is None:
+            text.append("the runs make the same decisions at every step", "bold")
+        else:
+            text.append(f"◆ first difference at step {d:,}", "bold #fd971f")
+            ra, rb = a.step(d), b.step(d)
+            if ra is not None and rb is not None:
+                text.append(f": {', '.join(decision_diff(ra, rb))}")
+            else:
+                ended = "A" if ra is None else "B"
+                text.append(f": run {ended} had ended")
+            text.append("  (d jumps there)", "dim")
+        text.append("\n")
+        sa, sb = a.step(steps[0]), b.step(steps[1])
+        if self.timeline.align == "time" and sa is not None and sb is not None:
+            text.append(f"A step {sa.step:,} (sim {sa.sim_s:.2f} s) · B step {sb.step:,} "
+                        f"(sim {sb.sim_s:.2f} s): ")
+        else:
+            text.append(f"step {steps[0]:,}: " if steps[0] == steps[1]
+                        else f"A step {steps[0]:,} · B step {steps[1]:,}: ")
+        for letter, view, step in (("A", a, steps[0]), ("B", b, steps[1])):
+            if view.steps and step >= view.last_step and (view.abort or view.finished):
+                text.append(f"{letter} has ended ({'aborted' if view.abort else 'finished'})  ",
+                            "bold #f4005f" if view.abort else "bold")
+        if sa is not None and sb is not None and sa.step == sb.step:
+            fields = decision_diff(sa, sb)
+            if fields:
+                text.append("decisions differ in " + ", ".join(fields), "#fd971f")
+            else:
+                text.append("same decisions", "#98e024")
+        else:  # different steps: say what each one decided
+            for letter, record in (("A", sa), ("B", sb)):
+                if record is not None:
+                    text.append(f"{letter}: {decisions_summary(record)}  ")
+        return text
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def action_play(self) -> None:
+        if not self.playing and self.index >= len(self.timeline) - 1:
+            self.seek_index(0)
+        self.playing = not self.playing
+        self._last_tick = time.monotonic()
+        self.redraw(force_plots=False)
+
+    def action_step(self, delta: int) -> None:
+        self.playing = False
+        self.seek_index(self.index + delta)
+
+    def action_seek_start(self) -> None:
+        self.playing = False
+        self.seek_index(0)
+
+    def action_seek_end(self) -> None:
+        self.playing = False
+        self.seek_index(len(self.timeline) - 1)
+
+    def action_speed(self, factor: float) -> None:
+        self.speed = max(MIN_SPEED, min(MAX_SPEED, self.speed * factor))
+        self.redraw(force_plots=False)
+
+    def action_jump(self, direction: int) -> None:
+        """The nearest policy change, swap-out burst or abort of either run."""
+        here = self.timeline.positions[self.index]
+        found: list[tuple[float, int, object]] = []
+        for i, (view, step) in enumerate(zip(self.views, self.steps())):
+            event = view.next_event(step) if direction > 0 else view.prev_event(step)
+            while event is not None:
+                target = event.step - 1 if event.kind == "abort" else event.step
+                x = self.timeline.x_of(i, target)
+                if (x > here) if direction > 0 else (x < here):
+                    found.append((x, i, event))
+                    break
+                event = view.next_event(event.step) if direction > 0 \
+                    else view.prev_event(event.step)
+        if not found:
+            self.notify("no further event" if direction > 0 else "no earlier event", timeout=2)
+            return
+        x, i, event = min(found, key=lambda f: f[0]) if direction > 0 \
+            else max(found, key=lambda f: f[0])
+        self.playing = False
+        self.seek_index(self.timeline.index_of(x))
+        self.notify(f"{LETTERS[i]}: {event.text}", timeout=3)
+
+    def action_first_difference(self) -> None:
+        if self.difference is None:
+            self.notify("the runs never differ", timeout=2)
+            return
+        self.playing = False
+        self.seek_index(self.timeline.index_of_step(0, self.difference))
+
+    def action_align(self) -> None:
+        """Switch between aligning on step numbers and on simulated time, keeping run A's
+        step under the cursor."""
+        step = self.steps()[0]
+        align: Align = "time" if self.timeline.align == "step" else "step"
+        self.timeline = Timeline(self.views, align)
+        self.index = self.timeline.index_of_step(0, step)
+        self.notify(f"aligned on {'simulated time' if align == 'time' else 'step number'}",
+                    timeout=2)
+        self.redraw(force_plots=True)
+
+    def action_goto(self) -> None:
+        view = self.views[0]
+
+        def go(step: int | None) -> None:
+            if step is not None:
+                self.playing = False
+                self.seek_index(self.timeline.index_of_step(0, step))
+
+        first = min(v.first_step for v in self.views)
+        last = max(v.last_step for v in self.views)
+        self.app.push_screen(GotoStep(first, last) if view.steps else GotoStep(0, 0), go)
 
     def action_help(self) -> None:
-        self.app.push_screen(HelpScreen("compare keys", describe_bindings(self.BINDINGS),
-                                        "Yellow lines: policy changes. Red lines: aborts."))
+        self.app.push_screen(HelpScreen(
+            "A/B replay keys", describe_bindings(self.BINDINGS),
+            "Both runs move together. ◆ marks the first step where their decisions differ. "
+            "Aligned on time, each run shows the last step it had finished by that moment of "
+            "simulated time; g takes run A's step number."))
 
     def action_quit(self) -> None:
         self.app.exit(0)
+
+    # -- messages from the widgets ------------------------------------------------------------
+
+    def on_seek_requested(self, message: SeekRequested) -> None:
+        self.playing = False
+        self.seek_index(self.timeline.index_of(message.step))
+
+    def on_step_selected(self, message: StepSelected) -> None:
+        # the row was chosen by a click or Enter, both of which focus the table it is in
+        run = 1 if self.focused is not None and self.focused.id == "decisions-1" else 0
+        self.playing = False
+        self.seek_index(self.timeline.index_of_step(run, message.step))

@@ -6,11 +6,17 @@ cursor in replay), so a 100,000-step replay costs no more than a 100-step one an
 adds no per-step UI work. DataTable was tried first: its per-cell rendering cost a large share
 of the GIL the engine thread needs.
 
+Columns follow the width (layout_columns): a narrow table drops its least important columns
+and shrinks the rest, a wide one (200+ terminal columns) widens the id columns so whole id lists
+fit; an id list that does not fit ends in "+N", never in a cut id.
+
 Keys: up/down/pageup/pagedown move the highlight (older rows scroll in), enter or a click
 chooses a row (StepSelected), escape (on the screen) returns to following.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
@@ -24,37 +30,92 @@ from engine.stream.records import StepRecord
 from tui.messages import StepSelected
 from tui.run_view import RunView
 
-PREFILL_CHARS = 23
-# (title, width) per column; cells are cropped to their width. 94 columns in all: the table's
-# width at 160 columns.
-COLUMNS: tuple[tuple[str, int], ...] = (
-    ("step", 6), ("prefill req:tokens", PREFILL_CHARS + 2), ("dec g/s", 8),
-    ("swap out", 10), ("swap in", 9), ("recomp", 7), ("finished", 9),
-    ("tok/budget", 11), ("policy", 9),
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    width: int  # cells at the normal size (the 160-column layout), separator included
+    least: int  # cells it can shrink to before it is dropped
+    drop: int  # narrow tables drop columns in this order (1 first); 0: never dropped
+    grow: int = 0  # wide tables give this many extra cells at most (id lists, prefill chunks)
+    short: str = ""  # title when narrower than the title
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("step", "step", 6, 6, 0),
+    Column("prefill", "prefill req:tokens", 25, 14, 6, grow=40, short="prefill"),
+    Column("decode", "dec g/s", 8, 8, 5),
+    Column("out", "swap out", 10, 9, 0, grow=30),
+    Column("in", "swap in", 9, 8, 4, grow=30),
+    Column("recomp", "recomp", 7, 7, 1, grow=20),
+    Column("finished", "finished", 9, 9, 2, grow=30),
+    Column("tokens", "tok/budget", 11, 10, 3, short="tokens"),
+    Column("policy", "policy", 9, 8, 7, grow=6),
 )
 HEADER_STYLE = Style(bold=True, underline=True)
-OUT_STYLE = Style(color="red", bold=True)
-HELD_STYLE = Style(color="yellow", bold=True)
+OUT_STYLE = Style(color="#f4005f", bold=True)
+HELD_STYLE = Style(color="#e6db74", bold=True)
+MARK_STYLE = Style(color="#fd971f", bold=True)
 ZEBRA_STYLE = Style(bgcolor="grey11")
 CURSOR_STYLE = Style(reverse=True)
 CURSOR_BLUR_STYLE = Style(bgcolor="grey30")
 CACHE_LIMIT = 4000
 
 
+def layout_columns(width: int) -> list[tuple[Column, int]]:
+    """The columns that fit in `width` cells, in their order, with their widths.
+
+    Narrow: the least important columns go first (drop order), the rest shrink towards their
+    least width. Normal: every column at its width. Wide: id columns grow, so full id lists fit.
+    """
+    shown = list(COLUMNS)
+    for column in sorted((c for c in COLUMNS if c.drop), key=lambda c: c.drop):
+        if sum(c.least for c in shown) <= width:
+            break
+        shown.remove(column)
+    widths = {c.key: c.least for c in shown}
+    extra = width - sum(widths.values())
+    # back to the normal widths, most important first (never-dropped, then last to drop)
+    for column in sorted(shown, key=lambda c: -(c.drop or 99)):
+        add = min(extra, column.width - widths[column.key])
+        widths[column.key] += add
+        extra -= add
+    growable = [c for c in shown if c.grow]
+    while extra > 0 and growable:
+        share = max(1, extra // len(growable))
+        for column in list(growable):
+            add = min(share, column.grow - (widths[column.key] - column.width), extra)
+            widths[column.key] += add
+            extra -= add
+            if widths[column.key] - column.width >= column.grow:
+                growable.remove(column)
+            if extra <= 0:
+                break
+    return [(c, widths[c.key]) for c in shown]
+
+
 def _ids(ids: list[str], limit: int) -> str:
+    """As many ids as fit in `limit` cells, then "+N" for the rest (never a cut id)."""
     if not ids:
         return ""
     text = ",".join(ids)
-    return text if len(text) <= limit else f"{len(ids)}× {text}"[:limit]
+    if len(text) <= limit:
+        return text
+    for n in range(len(ids) - 1, 0, -1):
+        candidate = ",".join(ids[:n]) + f" +{len(ids) - n}"
+        if len(candidate) <= limit:
+            return candidate
+    count = f"{len(ids)} ids"
+    return count if len(count) <= limit else str(len(ids))
 
 
-def prefill_cell(prefills: list[tuple[str, int]]) -> str:
+def prefill_cell(prefills: list[tuple[str, int]], limit: int = 23) -> str:
     """`request:tokens` chunks, truncated with a count of the rest."""
     parts: list[str] = []
     used = 0
     for i, (rid, tokens) in enumerate(prefills):
         part = f"{rid}:{tokens}"
-        if used + len(part) + 1 > PREFILL_CHARS - 4 and parts:
+        if used + len(part) + 1 > limit - 4 and parts:
             parts.append(f"+{len(prefills) - i}")
             break
         parts.append(part)
@@ -62,26 +123,40 @@ def prefill_cell(prefills: list[tuple[str, int]]) -> str:
     return " ".join(parts)
 
 
-def row_cells(s: StepRecord) -> list[tuple[str, Style | None]]:
-    """The cells of one row, uncropped, with an optional style each."""
-    widths = [w for _, w in COLUMNS]
-    return [
-        (str(s.step), None),
-        (prefill_cell(s.prefills), None),
-        (f"{s.decode_groups}/{s.decode_seqs}", None),
-        (_ids(s.swapped_out, widths[3] - 1), OUT_STYLE if s.swapped_out else None),
-        (_ids(s.swapped_in, widths[4] - 1), None),
-        (_ids(s.recomputed, widths[5] - 1), None),
-        (_ids(s.finished, widths[6] - 1), None),
-        (f"{s.batched_tokens}/{s.token_budget}", None),
-        ("✋ held" if s.withheld else s.policy[:widths[8] - 1],
-         HELD_STYLE if s.withheld else None),
-    ]
+def cell(key: str, s: StepRecord, width: int) -> tuple[str, Style | None]:
+    """One cell of one row, fitted to `width` (separator included), with its style."""
+    room = width - 1
+    if key == "step":
+        return str(s.step), None
+    if key == "prefill":
+        return prefill_cell(s.prefills, room), None
+    if key == "decode":
+        return f"{s.decode_groups}/{s.decode_seqs}", None
+    if key == "out":
+        return _ids(s.swapped_out, room), OUT_STYLE if s.swapped_out else None
+    if key == "in":
+        return _ids(s.swapped_in, room), None
+    if key == "recomp":
+        return _ids(s.recomputed, room), None
+    if key == "finished":
+        return _ids(s.finished, room), None
+    if key == "tokens":
+        return f"{s.batched_tokens}/{s.token_budget}", None
+    if key == "policy":
+        return ("⊘ held" if s.withheld else s.policy[:room], HELD_STYLE if s.withheld else None)
+    raise KeyError(key)
 
 
-def _segments(cells: list[tuple[str, Style | None]]) -> list[Segment]:
+def row_cells(s: StepRecord, columns: list[tuple[Column, int]] | None = None
+              ) -> list[tuple[str, Style | None]]:
+    """The cells of one row, fitted to the columns, with an optional style each."""
+    columns = columns if columns is not None else [(c, c.width) for c in COLUMNS]
+    return [cell(c.key, s, w) for c, w in columns]
+
+
+def _segments(cells: list[tuple[str, Style | None]], widths: list[int]) -> list[Segment]:
     segments = []
-    for (text, style), (_, width) in zip(cells, COLUMNS):
+    for (text, style), width in zip(cells, widths):
         segments.append(Segment(text[:width - 1].ljust(width), style))
     return segments
 
@@ -112,13 +187,44 @@ class DecisionsTable(Widget, can_focus=True):
         super().__init__(id=id)
         self._view: RunView | None = None
         self._top = 0  # the step the screen shows: the newest row we may draw
+        self._widths: list[int] = []
+        self._marked: int | None = None
         self.anchor: int | None = None  # step on the first row; None: follow _top
         self.cursor_step: int | None = None  # highlighted step; None: the first row
         self._cache: dict[int, list[Segment]] = {}
-        self._header = Strip(_segments([(title, HEADER_STYLE) for title, _ in COLUMNS]))
+        self.columns: list[tuple[Column, int]] = []
+        self._header = Strip([])
+        self._layout(94)
 
     def on_mount(self) -> None:
         self.border_title = "decisions (newest first)"
+
+    def on_resize(self) -> None:
+        self._layout(self.content_size.width)
+
+    def _layout(self, width: int) -> None:
+        """Choose the columns for `width` cells; rows are re-rendered when they change."""
+        columns = layout_columns(max(1, width))
+        if columns == self.columns:
+            return
+        self.columns, self._cache = columns, {}
+        self._widths = [w for _, w in columns]
+        titles = [(c.title if len(c.title) < w else c.short or c.title, HEADER_STYLE)
+                  for c, w in columns]
+        self._header = Strip(_segments(titles, self._widths))
+        self.refresh()
+
+    @property
+    def marked(self) -> int | None:
+        return self._marked
+
+    @marked.setter
+    def marked(self, step: int | None) -> None:
+        """A step drawn with a mark in its step cell (the A/B replay's first difference)."""
+        if step != self._marked:
+            self._marked = step
+            self._cache = {}
+            self.refresh()
 
     # -- data -----------------------------------------------------------------------------
 
@@ -169,7 +275,12 @@ class DecisionsTable(Widget, can_focus=True):
         if segments is None:
             assert self._view is not None
             record = self._view.step(number)
-            segments = _segments(row_cells(record)) if record is not None else []
+            segments = []
+            if record is not None:
+                cells = row_cells(record, self.columns)
+                if number == self._marked:
+                    cells[0] = (f"◆{cells[0][0]}", MARK_STYLE)
+                segments = _segments(cells, self._widths)
             if number % 2:  # zebra stripes, styled once here rather than on every render
                 segments = list(Segment.apply_style(segments, post_style=ZEBRA_STYLE))
             if len(self._cache) > CACHE_LIMIT:

@@ -1,36 +1,95 @@
-"""Every key of the current screen, in one place (`?`)."""
+"""Every key of the current screen, in one place (`?`).
+
+Built as plain Text, never parsed as markup, so keys like `[` and `]` show as themselves. Besides
+the screen's own keys it lists the keys of the widgets on the screen below (the decisions
+table's arrows, PgUp/PgDn and Enter), what the plot marks mean, and the full recording path that
+the status line shortens to `● REC`.
+"""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
+
+KEY_NAMES = {"up": "↑", "down": "↓", "left": "←", "right": "→", "pageup": "PgUp",
+             "pagedown": "PgDn", "enter": "Enter", "tab": "Tab"}
+KEY_STYLE = "bold #58d1eb"
+MARKS = [
+    ("━ colour", "each plot's first row says which series each colour is"),
+    ("name→", "that series is drawn against the right-hand axis"),
+    ("┃ orange", "a policy change (the first step the new policy governs)"),
+    ("┃ red", "the abort (the last step that completed)"),
+    ("┃ white", "replay: the cursor"),
+]
+MOUSE = [
+    ("click plot", "replay: seek to the step under the mouse"),
+    ("click row", "show that step in the detail pane (replay: seek there)"),
+]
+
+
+def key_name(binding: Binding) -> str:
+    if binding.key_display:
+        return binding.key_display
+    return " ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in binding.key.split(",")[:1])
 
 
 def describe_bindings(bindings: list[Binding]) -> list[tuple[str, str]]:
-    rows: list[tuple[str, str]] = []
-    for b in bindings:
-        keys = b.key_display or b.key
-        rows.append((keys, b.description or b.action))
-    return rows
+    return [(key_name(b), b.description or b.action) for b in bindings]
+
+
+def widget_sections(screen: Screen | None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Keys of the focusable widgets on `screen` that have their own bindings."""
+    if screen is None:
+        return []
+    from tui.decisions_table import DecisionsTable  # late: the table imports nothing of ours
+
+    tables = list(screen.query(DecisionsTable))
+    if not tables:
+        return []
+    return [("decisions table (click it or press Tab to focus it)",
+             describe_bindings(list(DecisionsTable.BINDINGS)))]
+
+
+def recording_lines(screen: Screen | None) -> list[str]:
+    """The full recording path (or what is replayed) from the screen's status line(s)."""
+    if screen is None:
+        return []
+    from tui.status_bar import StatusBar, human_bytes
+
+    lines = []
+    for bar in screen.query(StatusBar):
+        status = bar.status
+        if status is None:
+            continue
+        if status.recording:
+            lines.append(f"recording to {status.recording} "
+                         f"({human_bytes(status.recording_bytes)} so far)")
+        elif status.source:
+            lines.append(status.source)
+        else:
+            lines.append("not recording")
+    return lines
 
 
 class HelpScreen(ModalScreen[None]):
-    """A modal table of keys; any key closes it."""
+    """A modal list of keys; any key closes it."""
 
     DEFAULT_CSS = """
     HelpScreen {
         align: center middle;
     }
-    HelpScreen > Vertical {
-        width: 72;
+    HelpScreen > VerticalScroll {
+        width: 84;
+        max-width: 100%;
         height: auto;
-        max-height: 90%;
+        max-height: 100%;
         border: thick $primary;
         background: $surface;
-        padding: 1 2;
+        padding: 0 1;
     }
     """
 
@@ -41,19 +100,48 @@ class HelpScreen(ModalScreen[None]):
         self._notes = notes
 
     def compose(self) -> ComposeResult:
-        lines = [f"[b]{self._title}[/b]", ""]
-        width = max((len(k) for k, _ in self._rows), default=4) + 2
-        for key, text in self._rows:
-            lines.append(f"[b cyan]{key.ljust(width)}[/]{text}")
+        stack = self.app.screen_stack
+        below = stack[-2] if len(stack) >= 2 and stack[-1] is self else (
+            stack[-1] if stack and stack[-1] is not self else None)
+        with VerticalScroll() as scroll:
+            scroll.border_title = "help"
+            scroll.border_subtitle = "↑↓ PgUp PgDn scroll · any other key closes"
+            yield Static(self.help_text(below), id="help-text")
+
+    def help_text(self, below: Screen | None) -> Text:
+        sections = [(self._title, self._rows), *widget_sections(below),
+                    ("mouse", MOUSE), ("plot marks", MARKS)]
+        width = max((len(k) for _, rows in sections for k, _ in rows), default=4) + 2
+        text = Text()
+        for i, (title, rows) in enumerate(sections):
+            if i:
+                text.append("\n")
+            text.append(title + "\n", "bold underline" if i else "bold")
+            for key, description in rows:
+                text.append(key.ljust(width), KEY_STYLE)
+                text.append(description + "\n")
+        recording = recording_lines(below)
+        if recording:
+            text.append("\n")
+            for line in recording:
+                text.append(line + "\n", "#58d1eb")
         if self._notes:
-            lines += ["", self._notes]
-        lines += ["", "[dim]any key closes this[/dim]"]
-        with Vertical():
-            yield Static("\n".join(lines), id="help-text")
+            text.append("\n" + self._notes + "\n")
+        text.append("\nany key but the arrows and PgUp/PgDn closes this", "dim")
+        return text
 
     def on_key(self, event) -> None:
         event.stop()
-        self.dismiss(None)
+        scroll = self.query_one(VerticalScroll)
+        moves = {"up": lambda: scroll.scroll_relative(y=-1, animate=False),
+                 "down": lambda: scroll.scroll_relative(y=1, animate=False),
+                 "pageup": lambda: scroll.scroll_page_up(animate=False),
+                 "pagedown": lambda: scroll.scroll_page_down(animate=False)}
+        move = moves.get(event.key)
+        if move is not None:
+            move()
+        else:
+            self.dismiss(None)
 
     def on_click(self) -> None:
         self.dismiss(None)

@@ -24,22 +24,23 @@ class ReplayBar(Static):
         self.fraction = 0.0
 
     def show(self, step: int, first: int, last: int, playing: bool, speed: float,
-             following: bool = False, note: str = "") -> None:
-        state = (step, first, last, playing, speed, following, note, self.size.width)
+             following: bool = False, note: str = "", position: str | None = None) -> None:
+        """`position` replaces "step N / M" (the A/B replay aligned on simulated time)."""
+        state = (step, first, last, playing, speed, following, note, position, self.size.width)
         if state == self._state:
             return
         self._state = state
         self.fraction = (step - first) / (last - first) if last > first else 1.0
         text = Text(no_wrap=True, overflow="crop")
-        text.append("▶ playing" if playing else "⏸ paused", "bold green" if playing else "bold")
+        text.append("▶ playing" if playing else "‖ paused", "bold #98e024" if playing else "bold")
         text.append(f" {speed:g}×")
         if following:
-            text.append("  following", "cyan")
-        text.append(f"  step {step:,} / {last:,}  ")
+            text.append("  following", "#58d1eb")
+        text.append(f"  {position}  " if position is not None else f"  step {step:,} / {last:,}  ")
         label_width = text.cell_len + 6 + len(note)
         width = max(10, self.size.width - 2 - label_width)
         filled = int(round(self.fraction * width))
-        text.append("━" * filled, "bold magenta")
+        text.append("━" * filled, "bold #ae81ff")
         text.append("━" * (width - filled), "grey37")
         text.append(f" {self.fraction * 100:3.0f}%")
         if note:

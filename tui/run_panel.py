@@ -4,6 +4,11 @@ log, all rendered from one RunView.
 Both the live and the replay screen compose exactly this widget and call the same two methods;
 they differ only in what drives the view (an engine session or a cursor over a recording) and in
 the range they ask the plots to show. That is how replay reuses the live widgets.
+
+Layout by priority (as btop and k9s do): the status and the plots (with their legends) always
+stay; as the panel gets smaller the event log goes first, then the step detail, then the
+table's least important columns (the table decides those itself). At 200 columns and more the
+table widens its id columns instead.
 """
 
 from __future__ import annotations
@@ -12,7 +17,10 @@ from typing import Literal
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.geometry import Size
 
+from engine.analysis.runway import LateFix, Runway, forecast, late_fix, latest_change
+from tui import palette
 from tui.abort_banner import AbortBanner
 from tui.decisions_table import DecisionsTable
 from tui.event_log import EventLog
@@ -22,18 +30,33 @@ from tui.run_view import RunView
 from tui.status_bar import Status, StatusBar
 from tui.step_detail import StepDetail
 
-POLICY_MARKER = "yellow"
-ABORT_MARKER = "red"
-
 Mode = Literal["live", "replay"]
+
+EVENTS_MIN_WIDTH = 140  # below this the event log collapses (the first pane to go)
+DETAIL_MIN_WIDTH = 104  # below this the step detail collapses too
+EVENTS_MIN_HEIGHT = 36  # the side column holds the detail (15 rows) and >= 6 rows of events
+DETAIL_MIN_HEIGHT = 20
+COMPACT_HEIGHT = 30  # below this the abort banner keeps to two lines
 
 
 def markers_for(view: RunView) -> list[Marker]:
     """Policy changes and the abort as vertical lines."""
-    marks = [Marker(p.step, POLICY_MARKER) for p in view.policy_changes]
+    marks = [Marker(p.step, palette.POLICY_MARKER, "policy") for p in view.policy_changes]
     if view.abort is not None:
-        marks.append(Marker(max(view.first_step, view.abort.step - 1), ABORT_MARKER))
+        marks.append(Marker(max(view.first_step, view.abort.step - 1), palette.ABORT_MARKER,
+                            "abort"))
     return marks
+
+
+def runway_at(view: RunView, step: int | None = None) -> Runway | None:
+    """The swap-runway forecast after `step` (default: the step the screen shows), measured
+    under the policy in force there."""
+    step = view.current_step if step is None else step
+    if not view.steps:
+        return None
+    change = latest_change(view.policy_changes, step)
+    return forecast(view.steps, step - view.first_step + 1,
+                    changed_at=change.step if change is not None else None)
 
 
 class RunPanel(Vertical):
@@ -46,7 +69,7 @@ class RunPanel(Vertical):
     }
     RunPanel > #plots {
         height: 45%;
-        min-height: 10;
+        min-height: 9;
     }
     RunPanel > #lower {
         height: 1fr;
@@ -54,31 +77,81 @@ class RunPanel(Vertical):
     RunPanel #side {
         width: 64;
     }
+    RunPanel #detail {
+        height: 15;
+    }
+    RunPanel.-no-events #events {
+        display: none;
+    }
+    RunPanel.-no-events #detail {
+        height: 1fr;
+    }
+    RunPanel.-no-events #side {
+        width: 62;
+    }
+    RunPanel.-no-detail #side {
+        display: none;
+    }
     """
 
     def __init__(self, mode: Mode, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.mode = mode
         self.pinned: int | None = None  # step pinned in the detail by choosing a table row
+        self._late: tuple[tuple, LateFix | None] = ((), None)
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield AbortBanner(id="abort-banner")
         with Horizontal(id="plots"):
-            yield RunPlot("KV cache %: GPU=cyan CPU=red", ylim=(0, 100), id="plot-kv")
-            yield RunPlot("groups: run=green swap=red wait=yel→", id="plot-queues")
-            yield RunPlot("tokens/sim s: gen=cyan prompt=magenta", id="plot-tokens")
+            yield RunPlot("KV cache %", short_title="KV%", ylim=(0, 100), id="plot-kv")
+            yield RunPlot("groups", short_title="groups", integer=True, id="plot-queues")
+            yield RunPlot("tokens/sim s", short_title="tok/s", id="plot-tokens")
         with Horizontal(id="lower"):
             yield DecisionsTable(id="decisions")
             with Vertical(id="side"):
                 yield StepDetail(id="detail")
                 yield EventLog(id="events")
 
+    # -- layout by priority ---------------------------------------------------------------
+
+    def on_resize(self) -> None:
+        self.apply_layout(self.size)
+
+    def apply_layout(self, size: Size) -> None:
+        """Collapse panes in a fixed order as the panel shrinks."""
+        width, height = size
+        no_detail = width < DETAIL_MIN_WIDTH or height < DETAIL_MIN_HEIGHT
+        self.set_class(no_detail or width < EVENTS_MIN_WIDTH or height < EVENTS_MIN_HEIGHT,
+                       "-no-events")
+        self.set_class(no_detail, "-no-detail")
+        self.query_one(AbortBanner).compact = height < COMPACT_HEIGHT
+
+    @property
+    def collapsed(self) -> list[str]:
+        """Panes hidden at the current size, in the order they went."""
+        return [name for name, cls in (("events", "-no-events"), ("detail", "-no-detail"))
+                if self.has_class(cls)]
+
+    # -- data -------------------------------------------------------------------------------
+
+    def late_fix(self, view: RunView) -> LateFix | None:
+        """Whether the run aborted although a fix was on (cached: it reads the whole run)."""
+        abort = view.abort
+        if abort is None:
+            return None
+        key = (id(view), abort.step, len(view.policy_changes), len(view.steps))
+        if self._late[0] != key:
+            self._late = (key, late_fix(view.steps, view.policy_changes, abort.step))
+        return self._late[1]
+
     def show_text(self, view: RunView, status: Status, banner_footer: str = "") -> None:
         """Status, banner, table, detail and events: cheap, incremental, every tick."""
         step = view.current_step
-        self.query_one(StatusBar).show(view, status)
-        self.query_one(AbortBanner).show(view.abort, view.abort_visible, banner_footer)
+        runway = runway_at(view)
+        self.query_one(StatusBar).show(view, status, runway)
+        self.query_one(AbortBanner).show(view.abort, view.abort_visible, banner_footer,
+                                         self.late_fix(view) if view.abort_visible else None)
         self.query_one(DecisionsTable).show_until(view, step)
         shown = view.step(self.pinned) if self.pinned is not None else view.current
         self.query_one(StepDetail).show(shown, pinned=self.pinned is not None,
@@ -98,20 +171,30 @@ class RunPanel(Vertical):
         queues = self.query_one("#plot-queues", RunPlot)
         tokens = self.query_one("#plot-tokens", RunPlot)
 
-        def line(plot: RunPlot, name: str, label: str, color: str, axis: str = "left") -> Line:
+        def line(plot: RunPlot, name: str, label: str, color: palette.RGB, axis: str = "left",
+                 short: str = "") -> Line:
             xs, ys = view.series(name, lo, hi, plot.points)
-            return Line(label, xs, ys, color, axis)
+            return Line(label, xs, ys, color, axis, short)
 
-        kv.show([line(kv, "gpu_pct", "GPU", "cyan"), line(kv, "cpu_pct", "CPU", "red")],
-                marks, xlim, cursor)
-        queues.show([line(queues, "running", "running", "green"),
-                     line(queues, "swapped", "swapped", "red"),
+        kv.show([line(kv, "gpu_pct", "GPU", palette.GPU_KV),
+                 line(kv, "cpu_pct", "CPU", palette.CPU_KV)], marks, xlim, cursor)
+        queues.show([line(queues, "running", "running", palette.RUNNING, short="run"),
+                     line(queues, "swapped", "swapped", palette.SWAPPED, short="swap"),
                      # waiting (thousands in the seed) on its own right axis, so the
                      # swapped curve, the one to watch, keeps the left axis' resolution
-                     line(queues, "waiting", "waiting", "yellow", "right")],
+                     line(queues, "waiting", "waiting", palette.WAITING, "right", "wait")],
                     marks, xlim, cursor)
-        tokens.show([line(tokens, "gen_tps", "generated", "cyan"),
-                     line(tokens, "prompt_tps", "prompt", "magenta")], marks, xlim, cursor)
+        tokens.show([line(tokens, "gen_tps", "generated", palette.GENERATED, short="gen"),
+                     line(tokens, "prompt_tps", "prompt", palette.PROMPT, short="prompt")],
+                    marks, xlim, cursor)
+
+    # -- keys the screens bind ----------------------------------------------------------------
+
+    def toggle_info(self) -> bool:
+        """Show or hide vLLM's INFO lines in the event log; returns whether they are shown."""
+        events = self.query_one(EventLog)
+        events.show_info = not events.show_info
+        return events.show_info
 
     def reset(self) -> None:
         """Unpin the detail and let the table follow the shown step again."""

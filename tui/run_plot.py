@@ -16,19 +16,23 @@ Speed matters because a live run pays for every UI millisecond in engine steps (
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from plotext import _utility as plotext_utility
 from rich.segment import Segment
+from rich.color import Color
 from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
+from tui import palette
 from tui.messages import SeekRequested
+from tui.palette import RGB
 
 
 @dataclass(frozen=True)
@@ -36,20 +40,24 @@ class Line:
     label: str
     xs: Sequence[float]
     ys: Sequence[float]
-    color: str
+    color: RGB
     axis: str = "left"  # "right": plotted against a second y axis on the right
+    short: str = ""  # label for narrow plots ("" = label)
 
 
 @dataclass(frozen=True)
 class Marker:
-    """A vertical line at a step: a policy change, the abort, the replay cursor."""
+    """A vertical line at a step: a policy change, the abort."""
 
     step: int
-    color: str
+    color: RGB
+    label: str = ""  # legend entry ("policy", "abort"); markers of one label share one entry
 
 
+MARKER_ORDER = {"policy": 0, "abort": 1}  # legend order, whatever order the markers come in
 MAX_JOIN_POINTS = 6  # dots added per segment at most; steep jumps look solid enough with 6
-CURSOR_STYLE = Style(color="white", bold=True)
+CURSOR_STYLE = Style(color=Color.from_rgb(*palette.CURSOR), bold=True)
+TITLE_STYLE = Style(bold=True)
 _styles: dict[tuple, Style] = {}
 
 
@@ -82,32 +90,105 @@ def joined(xs: np.ndarray, ys: np.ndarray, dot_x: float, dot_y: float
             np.concatenate([ys[:1], ys[seg] + dy[seg] * frac]))
 
 
+def nice_ticks(top: float, count: int, integer: bool) -> list[float]:
+    """0 and round multiples (1, 2, 2.5 or 5 x 10^k) up to `top`, about `count` of them; whole
+    numbers only for counts (no "108.2 groups")."""
+    top = max(top, 1.0)
+    raw = top / max(1, count)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    if integer:
+        step = max(1.0, math.ceil(step))
+    return [i * step for i in range(int(math.floor(top / step + 1e-9)) + 1)]
+
+
+def tick_label(value: float) -> str:
+    """Short labels keep the axes narrow, so a right axis never runs into the next plot."""
+    for limit, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(value) >= limit:
+            scaled = value / limit
+            return f"{scaled:.0f}{suffix}" if scaled == int(scaled) or scaled >= 10 \
+                else f"{scaled:.1f}{suffix}"
+    return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+
+
+def step_label(value: float) -> str:
+    return tick_label(value) if value >= 10_000 else f"{value:,.0f}"
+
+
+def legend_text(title: str, short_title: str, lines: Sequence[Line],
+                markers: Sequence[Marker], width: int) -> Text:
+    """The plot's title and what each colour means, shortened until it fits `width`.
+
+    Drawn from the same colours as the lines and markers, so it cannot disagree with them. A
+    right-axis series is marked with "→".
+    """
+    marks: dict[str, RGB] = {}
+    for marker in sorted(markers, key=lambda m: MARKER_ORDER.get(m.label, len(MARKER_ORDER))):
+        if marker.label and marker.label not in marks:
+            marks[marker.label] = marker.color
+    candidates = []
+    for name, sep, short, with_marks in ((title, "  ", False, True),
+                                         (short_title, " ", False, True),
+                                         (short_title, " ", True, True),
+                                         (short_title, " ", True, False),
+                                         ("", " ", True, True),
+                                         ("", " ", True, False)):
+        text = Text(no_wrap=True, overflow="crop")
+        if name:
+            text.append(name, TITLE_STYLE)
+            text.append(sep)
+        entries: list[tuple[str, str, RGB]] = []
+        for line in lines:
+            label = (line.short or line.label) if short else line.label
+            entries.append(("━", label + ("→" if line.axis == "right" else ""), line.color))
+        if with_marks:
+            entries += [("┃", label, color) for label, color in marks.items()]
+        for i, (swatch, label, color) in enumerate(entries):
+            if i:
+                text.append(sep)
+            style = Style(color=Color.from_rgb(*color))
+            text.append(swatch + (" " if sep == "  " else ""), style)
+            text.append(label, style)
+        candidates.append(text)
+        if text.cell_len <= width:
+            return text
+    return candidates[-1]
+
+
 class RunPlot(PlotextPlot):
-    """A titled line chart over a step range."""
+    """A line chart over a step range, with its legend on the first row."""
 
     DEFAULT_CSS = """
     RunPlot {
         height: 1fr;
-        min-height: 8;
+        min-height: 6;
         width: 1fr;
         margin-right: 1;
         text-wrap: nowrap;
         text-overflow: clip;
     }
+    RunPlot.-right-axis {
+        margin-right: 2;
+    }
     """
 
-    def __init__(self, title: str, *, ylim: tuple[float, float] | None = None,
+    def __init__(self, title: str, *, short_title: str = "",
+                 ylim: tuple[float, float] | None = None, integer: bool = False,
                  id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.title = title
+        self.short_title = short_title or title
         self.ylim = ylim
+        self.integer = integer  # counts: whole-number ticks only
+        self.x_label: Callable[[float], str] = step_label  # x tick labels (steps by default)
         self._lines: list[Line] = []
         self._markers: list[Marker] = []
         self._xlim: tuple[float, float] = (0.0, 1.0)
         self._cursor: int | None = None
         self._x_span: tuple[int, int] | None = None  # screen columns of the x range, from build
         self._y_span: tuple[int, int] | None = None  # rows of the plotting area
-        self._built: list[Text] | None = None  # plotext's output split in lines, sans cursor
+        self._built: list[Strip] | None = None  # legend + plotext's rows, sans cursor
         self._built_for: tuple | None = None
 
     @property
@@ -130,18 +211,28 @@ class RunPlot(PlotextPlot):
                         for a, b in zip(lines, self._lines)))
         if not same:
             self._lines, self._markers, self._xlim = lines, markers, xlim
+            self.set_class(any(line.axis == "right" for line in lines), "-right-axis")
             self._built = None
         elif cursor == self._cursor:
             return
         self._cursor = cursor
         self.refresh()
 
-    def _ylim(self, axis: str = "left") -> tuple[float, float]:
+    def _top(self, axis: str = "left") -> float:
+        """The axis' upper limit: the fixed one, or 5% above the highest point."""
         if self.ylim is not None and axis == "left":
-            return self.ylim
+            return self.ylim[1]
         top = max((float(np.max(line.ys)) for line in self._lines
                    if len(line.ys) and line.axis == axis), default=0.0)
-        return 0.0, max(1.0, top * 1.05)
+        return max(1.0, top * 1.05)
+
+    def visible_markers(self) -> list[Marker]:
+        lo, hi = self._xlim
+        return [m for m in self._markers if lo <= m.step <= hi]
+
+    def legend(self, width: int | None = None) -> Text:
+        return legend_text(self.title, self.short_title, self._lines, self.visible_markers(),
+                           self.size.width if width is None else width)
 
     def render_line(self, y: int) -> Strip:
         """Line API: the cached chart row, with the cursor painted over it."""
@@ -165,38 +256,47 @@ class RunPlot(PlotextPlot):
         return strip
 
     def _build(self) -> list[Strip]:
-        """plotext's chart for the current data, one Strip per row (the expensive part)."""
+        """The legend row, then plotext's chart for the current data, one Strip per row (the
+        expensive part)."""
+        width, height = self.size.width, self.size.height
+        legend = self.legend(width)
+        legend.align("center", width)
+        legend_strip = Strip(list(legend.render(self.app.console, end=""))).crop(0, width)
         plt = self.plt
         plt.clear_data()
-        plt.title(self.title)
+        plt.title("")
         lo, hi = self._xlim
         axes = {line.axis for line in self._lines} or {"left"}
-        ylims = {axis: self._ylim(axis) for axis in axes}
-        width, height = max(10, self.size.width - 8), max(4, self.size.height - 4)
+        rows = max(1, height - 4)
+        ticks = {axis: nice_ticks(self._top(axis), max(2, min(5, rows // 3)),
+                                  self.integer and not (self.ylim and axis == "left"))
+                 for axis in axes}
+        ylims = {axis: (0.0, self._top(axis)) for axis in axes}
+        plot_w, plot_h = max(10, width - 8), max(4, height - 5)
         for line in self._lines:
             if len(line.xs):
                 ylo, yhi = ylims[line.axis]
                 xs, ys = joined(np.asarray(line.xs, dtype=float), np.asarray(line.ys, dtype=float),
-                                (hi - lo) / (2 * width), (yhi - ylo) / (4 * height))
+                                (hi - lo) / (2 * plot_w), (yhi - ylo) / (4 * plot_h))
                 plt.scatter(xs.tolist(), ys.tolist(), marker="braille", color=line.color,
                             yside=line.axis)
-        for marker in self._markers:
-            if lo <= marker.step <= hi:
-                plt.vertical_line(marker.step, color=marker.color)
+        for marker in self.visible_markers():
+            plt.vertical_line(marker.step, color=marker.color)
         plt.xlim(lo, hi)
-        ticks = sorted({int(round(t)) for t in np.linspace(lo, hi, 5)})
-        plt.xticks(ticks, [f"{t:,}" for t in ticks])
+        xticks = sorted({int(round(t)) for t in np.linspace(lo, hi, 5 if width >= 40 else 3)})
+        plt.xticks(xticks, [self.x_label(t) for t in xticks])
         for axis, (ylo, yhi) in ylims.items():
             plt.ylim(ylo, yhi, yside=axis)
-        width, height = self.size.width, self.size.height
-        plt.plotsize(width, height)
-        plt._set_size(width, height)  # see PlotextPlot.render: both are needed
+            plt.yticks(ticks[axis], [tick_label(t) for t in ticks[axis]], yside=axis)
+        chart_h = max(1, height - 1)
+        plt.plotsize(width, chart_h)
+        plt._set_size(width, chart_h)  # see PlotextPlot.render: both are needed
         plt.theme(self._get_plotext_theme_name(self.app.theme))
         plt._set_sizes()
         plt._build_matrix()
         matrix = plt.monitor.matrix
-        strips: list[Strip] = []
-        plain: list[str] = []
+        strips: list[Strip] = [legend_strip]
+        plain: list[str] = [legend.plain]
         for row in range(matrix.rows - 1, -1, -1):
             markers = matrix.marker[row]
             fg, st, bg = matrix.fullground[row], matrix.style[row], matrix.background[row]

@@ -1,31 +1,54 @@
-"""The two status lines at the top: what runs, under which policy, where it is, and whether it
-is being recorded; plus the "press f" hint while the fix is off.
+"""The two status lines at the top. They never drop the key numbers.
+
+Line 1 holds what a user must always see: the policy (applied, or pending while the engine has
+not applied a key press yet), the state, the step, the running / swapped / waiting queues, GPU
+and CPU KV usage and a short recording indicator. It is written at the most verbose level that
+fits the width, down to abbreviations at 80 columns; it is never wrapped or cut.
+
+Line 2 holds the rest in priority order (swap runway, the hint, the restart policy, times,
+what is replayed, the engine's identity): each piece is shown if it fits, least important first
+to go. The recording's full path is in the help screen (`?`), not here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import Static
 
+from engine.analysis.runway import Runway
+from engine.stream.records import StepRecord
 from tui.run_view import RunView
 
-POLICY_STYLES = {"off": "bold white on red", "strict": "bold black on green",
-                 "watermark": "bold black on yellow"}
-STATE_STYLES = {"running": "green", "paused": "yellow", "aborted": "bold red",
-                "finished": "cyan", "stopped": "cyan", "starting": "dim", "replay": "cyan"}
+POLICY_STYLES = {"off": "bold white on #c0003c", "strict": "bold black on #98e024",
+                 "watermark": "bold black on #e6db74"}
+PENDING_STYLE = "bold black on #fd971f"
+STATE_STYLES = {"running": "bold #98e024", "paused": "bold #e6db74", "aborted": "bold #f4005f",
+                "finished": "bold #58d1eb", "stopped": "bold #58d1eb", "starting": "italic",
+                "replay": "bold #58d1eb"}
+HOT = "bold #f4005f"  # swapped groups, a full swap space
+WARN = "bold white on #c0003c"
+LEVELS = 5  # line 1's verbosity levels, 0 (words) to 4 (abbreviations, no recording size)
 
 
 def policy_style(policy: str) -> str:
-    return POLICY_STYLES.get(policy.partition(":")[0], "bold")
+    return POLICY_STYLES.get(policy.partition(":")[0], "bold reverse")
 
 
-def human_bytes(n: int) -> str:
+def short_policy(policy: str) -> str:
+    """"watermark:0.5" is "wm:0.5" where every column counts."""
+    return policy.replace("watermark", "wm")
+
+
+def human_bytes(n: int, compact: bool = False) -> str:
     size = float(n)
     for unit in ("B", "kB", "MB", "GB"):
         if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+            if unit == "B" or compact or size >= 100:
+                return f"{size:.0f} {unit}"
+            return f"{size:.1f} {unit}"
         size /= 1000
     return f"{n} B"
 
@@ -41,60 +64,195 @@ class Status:
     recording_bytes: int = 0
     hint: str = ""  # e.g. "press f to switch the fix on"
     source: str | None = None  # replay: what is being replayed, shown instead of recording
+    pending_policy: str | None = None  # asked for (key pressed), not applied by the engine yet
+    stage: str = ""  # start-up stage while no step has run ("importing vLLM", ...)
+    restart_policy: str | None = None  # the policy R restarts with, once the run is over
+    source_style: str = "#58d1eb"  # A/B replay: the run's colour on the plots
+
+
+def runway_text(runway: Runway | None, policy: str, compact: bool) -> tuple[str, str] | None:
+    """(text, style) saying how many steps the swap space has left; None if nothing to say."""
+    if runway is None or runway.total_blocks <= 0:
+        return None
+    steps = runway.steps
+    under = short_policy(policy)
+    if steps is None:
+        if runway.free_blocks >= runway.total_blocks:  # nothing swapped out
+            if not runway.since_change:
+                return None
+            return (f"swap empty ({under})" if compact
+                    else f"swap space empty under {policy}", "bold #98e024")
+        if runway.since_change:
+            return (f"swap stable ({under})" if compact
+                    else f"swap space no longer filling under {policy}", "bold #98e024")
+        return ("swap stable" if compact else "swap space not filling", "")
+    style = WARN if runway.short else "bold #fd971f"
+    mark = "⚠ " if runway.short else ""
+    if compact:
+        return f"{mark}runway ~{steps:,.0f}", style
+    text = f"{mark}swap runway ~{steps:,.0f} steps"
+    if runway.since_change:
+        text += f": still reaches zero under {policy}"
+    elif runway.measuring:
+        text += f" (measuring {policy})"
+    return text, style
 
 
 class StatusBar(Static):
-    """Two lines rendered from a RunView and a Status."""
+    """Two lines rendered from a RunView, a Status and the runway forecast."""
 
+    # Global on purpose: toasts go to the top right, under these two lines, where they cover a
+    # corner of the plots rather than the event log (bottom right) or the footer.
+    SCOPED_CSS = False
     DEFAULT_CSS = """
     StatusBar {
         height: 2;
         background: $boost;
         padding: 0 1;
     }
+    #textual-toastrack {
+        dock: top;
+        align: right top;
+        margin-top: 3;
+        margin-bottom: 0;
+    }
     """
 
-    def show(self, view: RunView, status: Status) -> None:
-        text = self.compose_text(view, status)
+    status: Status | None = None  # the last Status shown (the help screen reads the path)
+
+    def show(self, view: RunView, status: Status, runway: Runway | None = None) -> None:
+        self.status = status
+        self._args = (view, status, runway)
+        width = self.content_size.width or 158
+        key = (id(view), view.version, view.cursor, status, runway, width)
+        if key == getattr(self, "_key", None):
+            return  # the screens call this on every tick; most ticks change nothing here
+        self._key = key
+        text = self.compose_text(view, status, runway, width)
         if text.plain != getattr(self, "_last_plain", None):
             self._last_plain = text.plain
             self.update(text, layout=False)  # fixed height: no layout pass, which is costly
 
+    def on_resize(self) -> None:
+        args = getattr(self, "_args", None)
+        if args is not None:
+            self.show(*args)
+
     @staticmethod
-    def compose_text(view: RunView, status: Status) -> Text:
-        h = view.header
-        text = Text(no_wrap=True, overflow="ellipsis")
-        if h is not None:
-            text.append(f"{h.backend} · {h.model} · vLLM {h.vllm_version}", "bold")
-        else:
-            text.append("starting the engine…", "dim")
-        policy = view.policy
-        text.append("  policy ")
-        text.append(f" {policy} ", policy_style(policy))
-        text.append("  ")
-        text.append(status.state, STATE_STYLES.get(status.state.split()[0], ""))
-        s = view.current
-        if s is not None:
-            text.append(f"  step {s.step:,}  sim {s.sim_s:,.1f} s")
-            if status.show_wall:
-                text.append(f"  wall {s.wall_s:,.1f} s")
-        if status.steps_per_s is not None:
-            text.append(f"  {status.steps_per_s:,.0f} steps/s")
-        text.append("  ")
-        if status.source:
-            text.append(status.source, "cyan")
-        elif status.recording:
-            text.append("● REC ", "bold red")
-            text.append(f"{status.recording} ({human_bytes(status.recording_bytes)})")
-        else:
-            text.append("not recording", "dim")
+    def compose_text(view: RunView, status: Status, runway: Runway | None = None,
+                     width: int = 158) -> Text:
+        """Both lines for `width` cells: line 1 at the most verbose level that fits."""
+        line1 = key_numbers(view, status, LEVELS - 1)
+        for level in range(LEVELS):
+            candidate = key_numbers(view, status, level)
+            if candidate.cell_len <= width:
+                line1 = candidate
+                break
+        line1.no_wrap = True
+        line1.overflow = "crop"
+        text = Text(no_wrap=True, overflow="crop")
+        text.append_text(line1)
         text.append("\n")
-        if s is not None:
-            text.append(f"running {s.running}  swapped ")
-            text.append(f"{s.swapped}", "bold red" if s.swapped else "")
-            text.append(f"  waiting {s.waiting}  GPU KV {s.gpu_pct:.1f}%  CPU KV ")
-            text.append(f"{s.cpu_pct:.1f}%", "bold red" if s.cpu_pct >= 50 else "")
-        if status.hint:
-            text.append("   ")
-            text.append(status.hint, "bold reverse")
+        text.append_text(second_line(view, status, runway, width))
         return text
+
+
+def _policy_badge(text: Text, view: RunView, status: Status, level: int) -> None:
+    policy = view.policy
+    pending = status.pending_policy if status.pending_policy != policy else None
+    shown = policy if level < 3 else short_policy(policy)
+    if level == 0:
+        text.append("policy ")
+    if pending is None or level < 2:
+        text.append(f" {shown} ", policy_style(policy))
+    if pending is not None:
+        target = pending if level < 3 else short_policy(pending)
+        text.append(f" → {target}… " if level < 2 else f" →{target}… ", PENDING_STYLE)
+
+
+def key_numbers(view: RunView, status: Status, level: int) -> Text:
+    """Line 1 at verbosity `level` (0: words ... 3: abbreviations, 4: the recording indicator
+    without its size)."""
+    level, bare_rec = min(level, 3), level >= 4
+    text = Text()
+    _policy_badge(text, view, status, level)
+    sep = "  " if level < 2 else " "
+    state = status.state
+    text.append(sep)
+    text.append(state, STATE_STYLES.get(state.split()[0] if state else "", ""))
+    s: StepRecord | None = view.current
+    if s is None:
+        stage = status.stage or ("starting the engine" if view.header is None else "first step")
+        text.append(f"{sep}{stage}…", "italic")
+    else:
+        number = f"{s.step:,}" if level < 3 else str(s.step)
+        text.append(f"{sep}step {number}" if level < 3 else f" #{number}")
+        labels = (("running", "swapped", "waiting", "GPU KV", "CPU KV"),
+                  ("running", "swapped", "waiting", "GPU", "CPU"),
+                  ("run", "swap", "wait", "GPU", "CPU"),
+                  ("run", "swp", "wt", "GPU", "CPU"))[level]
+        waiting = f"{s.waiting:,}" if level < 3 else str(s.waiting)
+        text.append(f"{sep}{labels[0]} {s.running}{sep}{labels[1]} ")
+        text.append(str(s.swapped), HOT if s.swapped else "")
+        text.append(f"{sep}{labels[2]} {waiting}{sep}{labels[3]} ")
+        pct = "{:.1f}%" if level < 3 else "{:.0f}%"
+        text.append(pct.format(s.gpu_pct))
+        text.append(f"{sep}{labels[4]} ")
+        text.append(pct.format(s.cpu_pct), HOT if s.cpu_pct >= 50 else "")
+    if status.source is None:
+        text.append(sep + (" " if level < 2 else ""))
+        if status.recording:
+            size = human_bytes(status.recording_bytes, compact=level > 0)
+            text.append("● REC " if level < 2 else "●REC", "bold #f4005f")
+            if not bare_rec:
+                text.append(size if level < 2 else " " + size.replace(" ", "")
+                            if level == 3 else " " + size)
+        else:
+            text.append("○ not recording" if level < 2 else "○ no rec", "dim")
+    return text
+
+
+def second_line(view: RunView, status: Status, runway: Runway | None, width: int) -> Text:
+    """Everything else, most important first to be kept: pieces that do not fit are left out."""
+    s = view.current
+    # (priority, display order, variants: most verbose first, each (text, style))
+    pieces: list[tuple[int, int, list[tuple[str, str]]]] = []
+    if not view.abort_visible and s is not None:
+        full = runway_text(runway, view.policy, compact=False)
+        if full is not None:
+            short = runway_text(runway, view.policy, compact=True)
+            pieces.append((0, 0, [full] + ([short] if short else [])))
+    if status.hint:
+        pieces.append((1, 1, [(status.hint, "bold reverse")]))
+    if status.restart_policy is not None and status.state in ("aborted", "finished",
+                                                              "stopped"):
+        pieces.append((2, 2, [(f"R restarts with {status.restart_policy}", "bold"),
+                              (f"R: {short_policy(status.restart_policy)}", "bold")]))
+    if s is not None:
+        times = f"sim {s.sim_s:,.1f} s"
+        if status.show_wall:
+            times += f"  wall {s.wall_s:,.1f} s"
+        if status.steps_per_s is not None and status.state == "running":
+            times += f"  {status.steps_per_s:,.0f} steps/s"
+        pieces.append((3, 3, [(times, ""), (f"sim {s.sim_s:,.1f} s", "")]))
+    if status.source:
+        pieces.append((4, 4, [(status.source, status.source_style)]))
+    h = view.header
+    if h is not None:
+        pieces.append((5, 5, [(f"{h.backend} · {h.model} · vLLM {h.vllm_version}", "dim"),
+                              (f"vLLM {h.vllm_version}", "dim")]))
+    chosen: list[tuple[int, tuple[str, str]]] = []
+    used = 0
+    for _, order, variants in sorted(pieces):
+        for variant in variants:
+            cost = cell_len(variant[0]) + (2 if chosen else 0)
+            if used + cost <= width:
+                chosen.append((order, variant))
+                used += cost
+                break
+    text = Text()
+    for i, (_, (piece, style)) in enumerate(sorted(chosen)):
+        if i:
+            text.append("  ")
+        text.append(piece, style)
+    return text

@@ -62,14 +62,14 @@ class StepDetail(Static):
         t.append(f"\nprefill  {chunks}")
         t.append(f"\ndecode   {s.decode_groups} groups / {s.decode_seqs} seqs")
         t.append("\nswap out ")
-        t.append(_ids(s.swapped_out), "bold red" if s.swapped_out else "")
+        t.append(_ids(s.swapped_out), "bold #f4005f" if s.swapped_out else "")
         t.append(f"\nswap in  {_ids(s.swapped_in)}")
         t.append(f"\nrecomp   {_ids(s.recomputed)}")
         t.append(f"\nfinished {_ids(s.finished)}")
         t.append(f"\nfirst tk {_ids(s.first_tokens)}")
         if s.ignored:
-            t.append(f"\nignored  {_ids(s.ignored)}", "yellow")
+            t.append(f"\nignored  {_ids(s.ignored)}", "#e6db74")
         if s.withheld:
             t.append(f"\nthe policy withheld new prefills ({s.held_back} waiting held back)",
-                     "bold yellow")
+                     "bold #e6db74")
         return t

@@ -1,0 +1,52 @@
+"""Make the README's pictures: Textual SVG screenshots of the shipped recordings.
+
+The live look (live mid-run, the abort, the fix draining the swapped queue) is drawn by the
+test harness (tests/screens_harness.py: the live screen's RunPanel fed a recording cut at a
+step), the A/B replay by `observatory replay A B` itself. Every picture is of a real run on the
+sim backend: the recordings in recordings/.
+
+Usage: python docs/screenshots.py   (writes docs/*.svg)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from screens_harness import (LATE, OFF, TOGGLED, live_status, panel_app,  # noqa: E402
+                             view_until)
+from tui.launch import replay_app  # noqa: E402
+
+SIZE = (160, 48)
+FOOTER = "Everything stays on screen for inspection. R restarts the run, q quits."
+
+
+async def shoot(app, name: str, keys: tuple[str, ...] = ()) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause(0.3)
+        path = ROOT / "docs" / f"{name}.svg"
+        app.save_screenshot(str(path))
+        print(path.relative_to(ROOT))
+
+
+async def main() -> None:
+    mid = view_until(OFF, 700)
+    await shoot(panel_app(mid, live_status(mid)), "live-mid-run")
+    late = view_until(LATE)
+    await shoot(panel_app(late, live_status(late, restart_policy="strict"),
+                          banner_footer=FOOTER), "abort-fix-too-late")
+    drain = view_until(TOGGLED, 1100)
+    await shoot(panel_app(drain, live_status(drain)), "fix-draining-swapped")
+    await shoot(replay_app([str(OFF), str(TOGGLED)]), "ab-replay",
+                ("shift+right",) * 4)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
