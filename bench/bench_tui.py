@@ -92,7 +92,7 @@ async def run_live(args: argparse.Namespace, tmp: str) -> dict[str, float]:
                     status = screen.query_one(StatusBar)
                     pressed = time.perf_counter()
                     await pilot.press("f")
-                    while "pending" not in status.render().plain \
+                    while "…" not in status.render().plain \
                             and not screen.view.policy_changes:
                         await pilot.pause(0.001)
                     out["key_to_pending_ms"] = (time.perf_counter() - pressed) * 1000

@@ -65,10 +65,10 @@ async def test_f_shows_pending_at_once_then_the_engine_applies_it(tmp_path):
         await wait_for(pilot, lambda: len(screen.view.steps) > 5, "the first steps")
         assert screen.view.policy == "strict"
         screen.action_cycle_policy()  # what `f` does; the frame it paints is checked at once
-        assert "watermark:0.5 pending" in status_text(app)
+        assert "→ watermark:0.5…" in status_text(app)
         await wait_for(pilot, lambda: screen.view.policy_changes, "the policy change")
         await wait_for(pilot, lambda: screen.view.policy == "watermark:0.5", "a governed step")
-        assert "watermark:0.5 pending" not in status_text(app)
+        assert "→ watermark:0.5…" not in status_text(app)
         pid = engine_pid(screen)
         await pilot.press("q")
     wait_for_exit(pid)
@@ -131,7 +131,7 @@ async def test_hint_pause_burst_and_restart():
         await wait_for(pilot, lambda: screen.over, "the end of the stream")
         first_source = screen.source
         await pilot.press("f")  # the run is over: the choice applies to the restart
-        assert "restart with policy strict" in status_text(app)
+        assert "R restarts with strict" in status_text(app)
         assert screen.view.policy == "off"  # the finished run stays as it was
         await pilot.press("R")
         assert screen.view.policy == "strict"  # planned at once, before the engine starts

@@ -144,26 +144,22 @@ class LiveScreen(RunScreen):
 
     def status(self) -> Status:
         state = self.engine_state
-        shown = self.pending_policy or self.view.policy
+        over = self.over
         hint = ""
-        if state == "starting":
-            hint = self.stage
-        elif self.pending_policy is not None and not self.over:
-            hint = f"policy {self.pending_policy} pending: applies at the next step"
-        elif self.over:
-            if self.restartable:
-                hint = f"press R to restart with policy {shown}" + (
-                    " (f first: restart with the fix on)" if shown == "off" else "")
-            else:
-                hint = "the remote run is over; q quits"
-        elif self.view.policy == "off":
+        if over and not self.restartable:
+            hint = "the remote run is over; q quits"
+        elif not over and self.view.policy == "off" and self.pending_policy is None:
             hint = HINT_OFF
         if not self.following:
             hint = f"browsing step {self.view.current_step:,}: end follows the newest" + (
                 f" · {hint}" if hint else "")
+        restart = (self.pending_policy or self.view.policy) if over and self.restartable \
+            else None
         return Status(state=state, steps_per_s=self._steps_per_s(), show_wall=True,
                       recording=self.recording, recording_bytes=self.recording_bytes,
-                      hint=hint)
+                      hint=hint, pending_policy=None if over else self.pending_policy,
+                      stage=self.stage if state == "starting" else "",
+                      restart_policy=restart)
 
     def _steps_per_s(self) -> float | None:
         if self.engine_state != "running":
