@@ -342,8 +342,8 @@ async def test_ab_stepping_moves_both_runs():
         assert screen.timeline.align == "time"
         a, b = screen.steps()
         assert a == 500
-        sim_a, sim_b = screen.views[0].step(a).sim_s, screen.views[1].step(b).sim_s
-        assert sim_b <= sim_a + 1e-9 and screen.views[1].step(b + 1).sim_s > sim_a
+        sim_a, sim_b = screen.views[0].get(a).sim_s, screen.views[1].get(b).sim_s
+        assert sim_b <= sim_a + 1e-9 and screen.views[1].get(b + 1).sim_s > sim_a
         await pilot.press("space")  # play moves both
         await pilot.pause(0.5)
         await pilot.press("space")

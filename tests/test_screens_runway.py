@@ -119,8 +119,8 @@ def test_timeline_by_time_pairs_steps_at_the_same_simulated_moment():
     for index in (10, 700, 900, len(line) - 1):
         x = line.positions[index]
         for run, view in enumerate((a, b)):
-            step = view.step(line.step_at(run, index))
-            following = view.step(step.step + 1)
+            step = view.get(line.step_at(run, index))
+            following = view.get(step.step + 1)
             assert step.sim_s * 1000 <= x + 1e-6 or step.step == view.first_step
             assert following is None or following.sim_s * 1000 > x
     assert line.index_of_step(0, 500) == line.index_of(a.step(500).sim_s * 1000)

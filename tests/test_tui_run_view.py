@@ -66,7 +66,7 @@ def test_a_gap_in_the_steps_is_bridged_with_a_notice(demo_run):
     items = [i for i in demo_run("off") if not (isinstance(i, StepRecord) and 50 <= i.step < 53)]
     view = RunView.from_items(items)
     assert [s.step for s in view.steps] == list(range(view.first_step, view.last_step + 1))
-    assert view.step(51).swapped == view.step(49).swapped
+    assert view.get(51).swapped == view.get(49).swapped
     assert any(e.kind == "notice" and "50–52 are missing" in e.text for e in view.events)
 
 
@@ -89,6 +89,6 @@ def test_a_lenient_read_with_a_missing_step_keeps_steps_in_place(demo_run, tmp_p
     recording = load(path, lenient=True)
     assert recording.skipped_lines == 1
     view = RunView.from_items(recording.all_items())
-    assert view.step(50).step == 50 and view.step(51).step == 51
-    assert view.step(50).swapped == view.step(49).swapped  # a repeat of step 49, not a guess
+    assert view.get(50).step == 50 and view.get(51).step == 51
+    assert view.get(50).swapped == view.get(49).swapped  # a repeat of step 49, not a guess
     assert any(e.kind == "notice" and "missing" in e.text for e in view.events)

@@ -274,7 +274,7 @@ class DecisionsTable(Widget, can_focus=True):
         segments = self._cache.get(number)
         if segments is None:
             assert self._view is not None
-            record = self._view.step(number)
+            record = self._view.get(number)
             segments = []
             if record is not None:
                 cells = row_cells(record, self.columns)

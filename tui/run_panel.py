@@ -153,7 +153,7 @@ class RunPanel(Vertical):
         self.query_one(AbortBanner).show(view.abort, view.abort_visible, banner_footer,
                                          self.late_fix(view) if view.abort_visible else None)
         self.query_one(DecisionsTable).show_until(view, step)
-        shown = view.step(self.pinned) if self.pinned is not None else view.current
+        shown = view.get(self.pinned) if self.pinned is not None else view.current
         self.query_one(StepDetail).show(shown, pinned=self.pinned is not None,
                                         show_wall=status.show_wall)
         events = self.query_one(EventLog)

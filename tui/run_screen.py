@@ -19,10 +19,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer
 
 from tui.goto_step import GotoStep
 from tui.help_screen import HelpScreen, describe_bindings
+from tui.key_footer import KeyFooter
 from tui.messages import RecordsArrived, SeekRequested, StepSelected, StreamEnded
 from tui.replay_bar import ReplayBar
 from tui.run_panel import Mode, RunPanel
@@ -45,6 +45,7 @@ NAVIGATION = [
     Binding("n", "jump(1)", "next event"),
     Binding("N", "jump(-1)", "prev event"),
     Binding("g", "goto", "go to"),
+    Binding("i", "toggle_info", "vLLM INFO lines", show=False),
     Binding("escape", "unpin", "unpin detail", show=False),
     Binding("question_mark", "help", "help", key_display="?"),
     Binding("q", "quit", "quit"),
@@ -87,7 +88,7 @@ class RunScreen(Screen):
     def compose(self) -> ComposeResult:
         yield RunPanel(self.PANEL_MODE, id="panel")
         yield ReplayBar(id="replay-bar")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         if self._notice:
@@ -272,6 +273,10 @@ class RunScreen(Screen):
                 self.seek(step)
 
         self.app.push_screen(GotoStep(self.view.first_step, self.view.last_step), go)
+
+    def action_toggle_info(self) -> None:
+        shown = self.query_one(RunPanel).toggle_info()
+        self.notify(f"vLLM INFO lines {'shown' if shown else 'hidden'}", timeout=2)
 
     def action_unpin(self) -> None:
         self.query_one(RunPanel).reset()

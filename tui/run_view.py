@@ -22,11 +22,6 @@ class RunView(Run):
         self.cursor: int | None = None
         self.planned_policy = "off"  # what to show before the stream says anything
 
-    def step(self, n: int) -> StepRecord | None:  # type: ignore[override]
-        """Widgets ask for steps that may not exist (yet): None rather than IndexError.
-        TODO(lead): move widgets to `get` and drop this override."""
-        return self.get(n)
-
     @property
     def events(self) -> list[Event]:
         """Every display event so far (the event log's source)."""
