@@ -231,6 +231,9 @@ def build_parser(prog: str = "observatory") -> tuple[argparse.ArgumentParser, An
     from engine.analysis import commands as recording_commands
 
     recording_commands.register(sub)
+    from engine.sweep.commands import register as register_sweep_commands
+
+    register_sweep_commands(sub)
     return parser, sub
 
 
