@@ -49,6 +49,7 @@ class CellOutcome(msgspec.Struct, kw_only=True):
     cell_s: float = 0.0  # the whole cell inside the worker
     recording: bytes | None = None  # the zstd JSONL recording, when kept
     attempts: int = 1  # >1 when the driver retried after losing a worker
+    node: str | None = None  # the Ray node that ran the cell (first 12 hex digits of its id)
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

@@ -13,12 +13,12 @@ import msgspec
 from engine.errors import ConfigError
 
 DEFAULT_MAX_CELLS = 1000
+FORMATS = ("table", "csv", "json", "markdown")  # engine.sweep.report renders each
 EXIT_OK, EXIT_CELLS_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
 def register(subparsers: Any) -> None:
     from engine.cli import add_run_flags
-    from engine.sweep.report import FORMATS
 
     sweep = subparsers.add_parser(
         "sweep", help="run a grid of settings (one headless run per cell) on Ray",
@@ -178,15 +178,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def _execute(args: argparse.Namespace, todo, record: bool, store, collector) -> None:
     if not todo:
         return
+    progress = collector.progress
     if args.serial:
         from engine.sweep.ray_pool import run_serially
 
+        progress.begin()
         collector.consume(run_serially(todo, record))
         return
+    import time
+
     from engine.sweep.ray_pool import ray_runtime, run_on_ray
 
+    where = f"the Ray cluster at {args.address}" if args.address else "a local Ray runtime"
+    progress.note(f"sweep: {len(todo)} cells; starting {where} (its log: {store.ray_log_path})")
+    started = time.monotonic()
     with ray_runtime(args.address, args.workers, store.ray_log_path, args.ray_temp_dir,
                      args.node_ip_address) as capacity:
+        progress.note(f"sweep: Ray ready in {time.monotonic() - started:.1f} s; running "
+                      f"{min(capacity, len(todo))} cells at a time")
+        progress.begin()
         outcomes = run_on_ray(todo, record, capacity, retries=args.retries)
         try:
             collector.consume(outcomes)

@@ -28,6 +28,7 @@ class SweepProgress:
         self.done = 0
         self.failed = 0
         self.started = time.monotonic()
+        self._rate_from = self.started
         self._last_line = self.started
         self._bar = None
         if live is None:
@@ -45,10 +46,22 @@ class SweepProgress:
             self._task = self._bar.add_task("cells", total=total, failed=0)
             self._bar.start()
 
+    def begin(self) -> None:
+        """Cells start now (Ray is up): the ETA counts from here, the final line from the start."""
+        self._rate_from = time.monotonic()
+
+    def note(self, text: str) -> None:
+        """A line above the bar (or on its own without one)."""
+        if self._bar is not None:
+            self._bar.console.print(text, highlight=False, markup=False)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
     def eta_s(self) -> float | None:
         if not self.done:
             return None
-        elapsed = time.monotonic() - self.started
+        elapsed = time.monotonic() - self._rate_from
         return elapsed / self.done * (self.total - self.done)
 
     def status_line(self) -> str:

@@ -65,9 +65,9 @@ def ray_runtime(address: str | None, workers: int | None, log_path: Path,
         kwargs["_node_ip_address"] = node_ip
     try:
         with _stderr_to(log_path):
-            if address is None:
+            if address is None:  # "local": never attach to a cluster found on this machine
                 workers = workers or os.cpu_count() or 1
-                ray.init(num_cpus=workers, **kwargs)
+                ray.init(address="local", num_cpus=workers, **kwargs)
             else:
                 ray.init(address=address, **kwargs)
     except Exception as exc:  # ConnectionError, ValueError, RuntimeError: all user-fixable
@@ -90,6 +90,13 @@ def ray_runtime(address: str | None, workers: int | None, log_path: Path,
         handler.close()
 
 
+def run_cell_on_ray(spec_json: bytes, record: bool) -> tuple[str, bytes]:
+    """The task: run_cell, plus the id of the node that ran it (for the `node` column)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id()[:12], run_cell(spec_json, record)
+
+
 def run_on_ray(cells: list[Cell], record: bool, capacity: int,
                retries: int = 1) -> Iterator[tuple[Cell, CellOutcome] | None]:
     """Run `cells` on the connected Ray; yield (cell, outcome) as each finishes, and None every
@@ -97,7 +104,7 @@ def run_on_ray(cells: list[Cell], record: bool, capacity: int,
     import ray
     from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 
-    remote = ray.remote(num_cpus=1, max_retries=0)(run_cell)
+    remote = ray.remote(num_cpus=1, max_retries=0)(run_cell_on_ray)
     waiting = deque(cells)
     in_flight: dict = {}  # ObjectRef -> (cell, attempt)
 
@@ -116,23 +123,34 @@ def run_on_ray(cells: list[Cell], record: bool, capacity: int,
             for ref in ready:
                 cell, attempt = in_flight.pop(ref)
                 try:
-                    outcome = decode_outcome(ray.get(ref))
-                except RayTaskError as exc:  # the task itself raised: a bug, not worker loss
-                    cause = exc.cause if exc.cause is not None else exc
-                    outcome = CellOutcome(status="failed", message=one_line(cause))
+                    node, encoded = ray.get(ref)
                 except TaskCancelledError:
                     continue
-                except RayError as exc:  # the worker or its node went away
-                    if attempt <= retries:
+                except RayError as exc:
+                    lost = _worker_lost(exc, RayTaskError)
+                    if lost and attempt <= retries:
                         submit(cell, attempt + 1)
                         continue
-                    outcome = CellOutcome(status="failed", message=(
-                        f"worker lost {attempt} time(s): {one_line(exc)}"))
+                    cause = getattr(exc, "cause", None) or exc
+                    message = (f"worker lost {attempt} time(s): {one_line(exc)}" if lost
+                               else one_line(cause))
+                    outcome = CellOutcome(status="failed", message=message)
+                else:
+                    outcome = decode_outcome(encoded)
+                    outcome.node = node
                 outcome.attempts = attempt
                 yield cell, outcome
     finally:
         for ref in in_flight:
             ray.cancel(ref, force=True)
+
+
+def _worker_lost(exc: Exception, task_error: type) -> bool:
+    """True when the process running the cell went away (crash, kill, node death, or a signal
+    that interrupted it), as opposed to the task raising, which would only happen again."""
+    if isinstance(exc, task_error):
+        return isinstance(getattr(exc, "cause", None), (KeyboardInterrupt, SystemExit))
+    return True
 
 
 def run_serially(cells: list[Cell], record: bool) -> Iterator[tuple[Cell, CellOutcome] | None]:

@@ -17,8 +17,6 @@ from engine.sweep import heatmap as heat
 from engine.sweep.rows import columns
 from engine.sweep.store import SweepDir, SweepSpec, rows_to_csv
 
-FORMATS = ("table", "csv", "json", "markdown")
-
 # (column, header) for the terminal and markdown tables, after the grid keys.
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "status"),

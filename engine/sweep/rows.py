@@ -2,8 +2,8 @@
 TTFT, and the timings. Rows are flat dicts so `results.csv` and `results.jsonl` hold the same
 columns and pandas, jq or a spreadsheet read them without the observatory.
 
-The volatile columns (`VOLATILE_COLUMNS`: wall-clock timings and how many attempts the cell took)
-are the only ones that may differ between two runs of the same cell: sim runs are pure functions
+The volatile columns (`VOLATILE_COLUMNS`: wall-clock timings, how many attempts the cell took and
+which Ray node ran it) are the only ones that may differ between two runs of the same cell: sim runs are pure functions
 of their spec.
 """
 
@@ -19,8 +19,9 @@ HEAD_COLUMNS = ("cell", "key")
 STATUS_COLUMNS = ("status", "message")
 SUMMARY_COLUMNS = tuple(Summary.__struct_fields__)
 LATENCY_COLUMNS = tuple(Latency.__struct_fields__)
-TAIL_COLUMNS = ("engine_start_s", "import_s", "cell_s", "attempts", "recording")
-VOLATILE_COLUMNS = frozenset({"wall_seconds", "engine_start_s", "import_s", "cell_s", "attempts"})
+TAIL_COLUMNS = ("engine_start_s", "import_s", "cell_s", "attempts", "node", "recording")
+VOLATILE_COLUMNS = frozenset({"wall_seconds", "engine_start_s", "import_s", "cell_s", "attempts",
+                              "node"})
 RESULT_COLUMNS = STATUS_COLUMNS + SUMMARY_COLUMNS + LATENCY_COLUMNS + TAIL_COLUMNS
 
 
@@ -43,6 +44,7 @@ def make_row(cell: Cell, outcome: CellOutcome, recording: str | None) -> dict[st
     row["import_s"] = outcome.import_s
     row["cell_s"] = outcome.cell_s
     row["attempts"] = outcome.attempts
+    row["node"] = outcome.node
     row["recording"] = recording
     return row
 
