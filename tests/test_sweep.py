@@ -221,7 +221,7 @@ def test_report_formats(serial_sweep):
     assert as_json == rows
     assert render(report, "csv") == (out / "results.csv").read_text()
     text = render(report, "table", color=False)
-    assert "abort step  (x: num_cpu_blocks, y: policy)" in text
+    assert "abort step (x: num_cpu_blocks, y: policy)" in text
     assert "\x1b[" not in text and "4 of 4 cells have rows" in text
     markdown = render(report, "markdown")
     assert "| num_cpu_blocks | policy | status |" in markdown
@@ -241,7 +241,7 @@ def test_resume_with_nothing_left_runs_nothing(serial_sweep):
 
 def test_volatile_columns_are_only_timings_and_placement():
     assert VOLATILE_COLUMNS == {"wall_seconds", "engine_start_s", "import_s", "cell_s",
-                                "attempts", "node"}
+                                "cpu_s", "attempts", "node"}
     grid_keys = [f for f in preset_spec("demo").__struct_fields__]
     assert len(set(columns(grid_keys))) == len(columns(grid_keys))  # no name collides
 

@@ -46,7 +46,8 @@ class CellOutcome(msgspec.Struct, kw_only=True):
     latency: Latency | None = None
     engine_start_s: float | None = None  # building the LLMEngine (Session.prepare)
     import_s: float = 0.0  # importing vLLM: non-zero only for a worker's first cell
-    cell_s: float = 0.0  # the whole cell inside the worker
+    cell_s: float = 0.0  # the whole cell inside the worker, wall clock
+    cpu_s: float = 0.0  # CPU time the worker process used for it (cell_s >> cpu_s: starved)
     recording: bytes | None = None  # the zstd JSONL recording, when kept
     attempts: int = 1  # >1 when the driver retried after losing a worker
     node: str | None = None  # the Ray node that ran the cell (first 12 hex digits of its id)
@@ -136,7 +137,7 @@ def one_line(exc: BaseException) -> str:
 
 def run_cell(spec_json: bytes, record: bool) -> bytes:
     """A worker's task: the spec in, a msgspec-encoded CellOutcome out. Never raises."""
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     outcome = CellOutcome(status="failed")
     path = None
     try:
@@ -162,6 +163,7 @@ def run_cell(spec_json: bytes, record: bool) -> bytes:
             except OSError:
                 pass
     outcome.cell_s = round(time.perf_counter() - started, 3)
+    outcome.cpu_s = round(time.process_time() - cpu_started, 3)
     return msgspec.msgpack.encode(outcome)
 
 

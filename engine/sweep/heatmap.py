@@ -104,7 +104,7 @@ def rich_table(heatmap: Heatmap):
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"{heatmap.title}  (x: {heatmap.x_key}, y: {heatmap.y_key})",
+    table = Table(title=f"{heatmap.title} (x: {heatmap.x_key}, y: {heatmap.y_key})",
                   title_justify="left", show_lines=False, pad_edge=True)
     table.add_column(f"{heatmap.y_key} \\ {heatmap.x_key}", justify="right", style="bold")
     for value in heatmap.x_values:

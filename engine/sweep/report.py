@@ -116,7 +116,10 @@ def render_terminal(report: Report, color: bool | None = None, width: int | None
     else:
         console.print(heat.why_no_heatmap(report.spec.axes))
     console.print(_footer(report))
-    return out.getvalue()
+    text = out.getvalue()
+    if not color:  # rich pads titles to the table's width; a file or a README wants no padding
+        text = "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+    return text
 
 
 def render_markdown(report: Report) -> str:

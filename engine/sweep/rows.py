@@ -19,9 +19,9 @@ HEAD_COLUMNS = ("cell", "key")
 STATUS_COLUMNS = ("status", "message")
 SUMMARY_COLUMNS = tuple(Summary.__struct_fields__)
 LATENCY_COLUMNS = tuple(Latency.__struct_fields__)
-TAIL_COLUMNS = ("engine_start_s", "import_s", "cell_s", "attempts", "node", "recording")
-VOLATILE_COLUMNS = frozenset({"wall_seconds", "engine_start_s", "import_s", "cell_s", "attempts",
-                              "node"})
+TAIL_COLUMNS = ("engine_start_s", "import_s", "cell_s", "cpu_s", "attempts", "node", "recording")
+VOLATILE_COLUMNS = frozenset({"wall_seconds", "engine_start_s", "import_s", "cell_s", "cpu_s",
+                              "attempts", "node"})
 RESULT_COLUMNS = STATUS_COLUMNS + SUMMARY_COLUMNS + LATENCY_COLUMNS + TAIL_COLUMNS
 
 
@@ -43,6 +43,7 @@ def make_row(cell: Cell, outcome: CellOutcome, recording: str | None) -> dict[st
     row["engine_start_s"] = outcome.engine_start_s
     row["import_s"] = outcome.import_s
     row["cell_s"] = outcome.cell_s
+    row["cpu_s"] = outcome.cpu_s
     row["attempts"] = outcome.attempts
     row["node"] = outcome.node
     row["recording"] = recording
