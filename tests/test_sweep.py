@@ -304,3 +304,49 @@ async def test_browser_sorts_and_replays_a_kept_cell(serial_sweep):
         await pilot.press("q")
         await pilot.pause()
         assert app.screen is screen
+
+
+# ---------------------------------------------------------------------- the shipped example
+SHIPPED = ROOT / "sweeps" / "demo-cpu-blocks"
+
+
+def test_the_shipped_report_is_the_report_of_the_shipped_rows():
+    report = load_report(str(SHIPPED))
+    assert len(report.rows) == report.total_cells == 30 and report.bad_lines == 0
+    assert render(report, "markdown") == (SHIPPED / "report.md").read_text()
+    assert render(report, "table", color=False) == (SHIPPED / "report.txt").read_text()
+    # the boundary the README shows: off aborts where strict and watermark survive
+    (heat,) = heatmaps(report.spec.axes, report.rows)
+    states = {policy: [c.state for c in line] for policy, line in zip(heat.y_values, heat.cells)}
+    first_ok = {p: s.index(SURVIVED) for p, s in states.items()}
+    assert first_ok["off"] > first_ok["strict"] == first_ok["watermark:0.5"]
+    assert all(s[first_ok[p]:] == [SURVIVED] * (len(s) - first_ok[p]) for p, s in states.items())
+
+
+def test_rows_that_match_no_cell_are_left_out(tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(SHIPPED, copy)
+    rows = (copy / "results.jsonl").read_text().splitlines()
+    stale = json.loads(rows[0]) | {"key": "0" * 16}  # e.g. a row written under another spec
+    (copy / "results.jsonl").write_text("\n".join([*rows, json.dumps(stale)]) + "\n")
+    report = load_report(str(copy))
+    assert len(report.rows) == 30 and report.stale_rows == 1
+    assert "1 row(s) matching no cell of sweep.toml left out" in render(report, "markdown")
+
+
+def test_a_shipped_cell_runs_again_to_its_row():
+    """The example is a regression test too: re-running one of its cells (the cheap one, off
+    at 512 CPU blocks, aborts in about a second) gives its row back, found by its key."""
+    from engine.sweep.cell import decode_outcome, run_cell
+    from engine.sweep.rows import deterministic_part, make_row
+
+    report = load_report(str(SHIPPED))
+    cells = expand(report.spec.base, report.spec.axes)
+    cell = next(c for c in cells if c.params == {"num_cpu_blocks": 512, "policy": "off"})
+    shipped = next(r for r in report.rows if r["key"] == cell.key)
+    outcome = decode_outcome(run_cell(msgspec.json.encode(cell.spec), False))
+    again = make_row(cell, outcome, None)
+    assert deterministic_part(again) == deterministic_part(shipped)
+    assert again["aborted"] and again["abort_step"] == 211

@@ -153,7 +153,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         existing, _ = store.read_rows()
         todo = plan(cells, existing, retry_failed=args.retry_failed)
         progress = SweepProgress(len(todo), skipped=len(cells) - len(todo))
-        collector = Collector(store, [a.key for a in spec.axes], existing, progress)
+        collector = Collector(store, [a.key for a in spec.axes], cells, existing, progress)
         try:
             _execute(args, todo, spec.record_cells, store, collector)
         except KeyboardInterrupt:

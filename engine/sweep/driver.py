@@ -36,10 +36,11 @@ def recording_name(cell: Cell) -> str:
 class Collector:
     """Writes rows as outcomes arrive and keeps the CSV current."""
 
-    def __init__(self, store: SweepDir, grid_keys: list[str],
+    def __init__(self, store: SweepDir, grid_keys: list[str], cells: list[Cell],
                  rows: dict[str, dict[str, Any]], progress: SweepProgress) -> None:
         self.store = store
         self.columns = columns(grid_keys)
+        self.cell_keys = {cell.key for cell in cells}
         self.rows = rows  # key -> row, existing rows included
         self.progress = progress
         self._csv_at = time.monotonic()
@@ -65,5 +66,6 @@ class Collector:
 
     def write_csv(self) -> None:
         self._csv_at = time.monotonic()
-        ordered = sorted(self.rows.values(), key=lambda r: int(r.get("cell", 0)))
+        current = [row for key, row in self.rows.items() if key in self.cell_keys]
+        ordered = sorted(current, key=lambda r: int(r.get("cell", 0)))
         self.store.write_csv(ordered, self.columns)

@@ -131,8 +131,15 @@ def cell_count(axes: list[Axis]) -> int:
 
 
 def cell_key(spec: RunSpec) -> str:
-    """A stable hash of everything that determines the cell's run."""
-    return hashlib.sha256(msgspec.json.encode(spec)).hexdigest()[:16]
+    """A stable hash of everything that determines the cell's run.
+
+    Only fields that differ from RunSpec's defaults go in, so a field added to RunSpec later
+    (with a default) leaves the keys of existing sweeps, and so --resume, as they were.
+    """
+    defaults = msgspec.to_builtins(RunSpec())
+    fields = {name: value for name, value in msgspec.to_builtins(spec).items()
+              if name not in defaults or value != defaults[name]}
+    return hashlib.sha256(msgspec.json.encode(fields)).hexdigest()[:16]
 
 
 def expand(base: RunSpec, axes: list[Axis]) -> list[Cell]:

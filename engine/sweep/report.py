@@ -37,19 +37,23 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
 class Report(msgspec.Struct):
     spec: SweepSpec
     rows: list[dict[str, Any]]  # one per finished cell, in grid order
-    bad_lines: int
+    bad_lines: int  # unreadable lines in results.jsonl
+    stale_rows: int  # rows whose key matches no cell of sweep.toml (an edited spec)
     total_cells: int
 
 
 def load(directory: str) -> Report:
     """Read a sweep directory (finished, interrupted or still running)."""
-    from engine.sweep.grid import cell_count
+    from engine.sweep.grid import expand
 
     store = SweepDir(directory)
     spec = store.read_spec()
+    keys = {cell.key for cell in expand(spec.base, spec.axes)}
     by_key, bad = store.read_rows()
-    rows = sorted(by_key.values(), key=lambda r: int(r.get("cell", 0)))
-    return Report(spec=spec, rows=rows, bad_lines=bad, total_cells=cell_count(spec.axes))
+    rows = sorted((row for key, row in by_key.items() if key in keys),
+                  key=lambda r: int(r.get("cell", 0)))
+    return Report(spec=spec, rows=rows, bad_lines=bad, stale_rows=len(by_key) - len(rows),
+                  total_cells=len(keys))
 
 
 def _cell(value: Any) -> str:
@@ -83,6 +87,8 @@ def _footer(report: Report) -> str:
             f"{failed} failed")
     if report.bad_lines:
         text += f"; {report.bad_lines} unreadable line(s) in results.jsonl skipped"
+    if report.stale_rows:
+        text += f"; {report.stale_rows} row(s) matching no cell of sweep.toml left out"
     return text
 
 
