@@ -324,7 +324,7 @@ def test_two_node_cluster_rows_equal_local_and_one_by_one(tmp_path):
     assert len({r["node"] for r in cluster}) == 2  # both nodes ran cells
     assert len({r["node"] for r in local}) == 1
     assert stable(cluster) == stable(local) == stable(serial)
-    assert "Ray ready" in ns.output() and "the Ray cluster at 127.0.0.1:" in ns.output()
+    assert "Ray ready" in ns.output() and "joining the Ray cluster at 127.0.0.1:" in ns.output()
 
 
 def _free_port() -> int:

@@ -145,6 +145,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     spec = store.read_spec() if args.resume else new_sweep_spec(args)
     _refuse_big_grid(spec.axes, args.max_cells or spec.max_cells)
     cells = expand(spec.base, spec.axes)
+    if args.address:
+        from engine.sweep.ray_pool import check_reachable
+
+        check_reachable(args.address)  # before anything is written
     if not args.resume:
         store.create(spec)
     store.lock()
@@ -189,8 +193,9 @@ def _execute(args: argparse.Namespace, todo, record: bool, store, collector) -> 
 
     from engine.sweep.ray_pool import ray_runtime, run_on_ray
 
-    where = f"the Ray cluster at {args.address}" if args.address else "a local Ray runtime"
-    progress.note(f"sweep: {len(todo)} cells; starting {where} (its log: {store.ray_log_path})")
+    where = (f"joining the Ray cluster at {args.address}" if args.address
+             else "starting a local Ray runtime")
+    progress.note(f"sweep: {len(todo)} cells; {where} (its log: {store.ray_log_path})")
     started = time.monotonic()
     with ray_runtime(args.address, args.workers, store.ray_log_path, args.ray_temp_dir,
                      args.node_ip_address) as capacity:

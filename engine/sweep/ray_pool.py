@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from collections import deque
 from pathlib import Path
 from typing import Iterator
@@ -43,6 +44,22 @@ def _stderr_to(path: Path) -> Iterator[None]:
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast on an address nothing listens on: ray.init would retry it for minutes, in C++
+    code that even Ctrl-C cannot interrupt."""
+    if address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"--address {address!r}: use HOST:PORT (the head node's GCS port, "
+                          f"6379 by default) or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot reach the Ray cluster at {address}: "
+                          f"{exc.strerror or exc}; is `ray start --head` running there?") from None
 
 
 @contextlib.contextmanager
