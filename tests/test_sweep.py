@@ -354,3 +354,43 @@ def test_a_shipped_cell_runs_again_to_its_row():
     again = make_row(cell, outcome, None)
     assert deterministic_part(again) == deterministic_part(shipped)
     assert again["aborted"] and again["abort_step"] == 211
+
+
+def test_seeds_fold_into_one_heatmap_cell():
+    from engine.sweep.heatmap import FAILED, PARTIAL
+
+    base = preset_spec("demo")
+    axes = build_axes(["num_cpu_blocks=64,128", "policy=off,strict"], 2, base)
+    cells = expand(base, axes)
+    aborted = {(64, "off"): [True, True], (128, "off"): [True, False],
+               (64, "strict"): [False, False]}
+    rows = []
+    for cell in cells:
+        where = (cell.params["num_cpu_blocks"], cell.params["policy"])
+        if where == (128, "strict"):
+            rows.append({"cell": cell.index, "status": "failed"})
+            continue
+        hit = aborted[where][cell.params["seed"]]
+        rows.append({"cell": cell.index, "status": "ok", "aborted": hit,
+                     "abort_step": 100 + cell.index if hit else None})
+    (heat,) = heatmaps(axes, rows)
+    assert [[c.state for c in line] for line in heat.cells] == [[ABORTED, PARTIAL],
+                                                                [SURVIVED, FAILED]]
+    assert heat.cells[0][1].text == "1/2"
+    assert heat.cells[0][0].text == "✗ 100"  # median_low of the seeds' abort steps (100, 101)
+
+
+def test_retry_failed_reruns_only_the_failed_cells(tmp_path):
+    out = tmp_path / "out"
+    first = observatory("sweep", "--preset", "demo", "--max-steps", "20", "--grid",
+                        "prompt_len=64,5000", "--serial", "--no-report", "-o", str(out))
+    assert first.returncode == 1, first.stderr  # a cell failed
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["ok", "failed"]
+    again = observatory("sweep", "--resume", str(out), "--retry-failed", "--serial",
+                        "--no-report")
+    assert again.returncode == 1 and "1 already done" in again.stderr
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert [json.loads(line)["prompt_len"] for line in lines] == [64, 5000, 5000]
+    with open(out / "results.csv", newline="") as file:
+        assert [r["prompt_len"] for r in csv.DictReader(file)] == ["64", "5000"]

@@ -92,9 +92,11 @@ def run_session(spec: RunSpec, record_path: str | None) -> tuple[Summary, Latenc
 
     Raises ConfigError for settings vLLM rejects; the engine's own abort is part of the summary.
     """
+    from engine import logs
     from engine.session import Session
     from engine.stream.recorder import Recorder
 
+    logs.drain()  # a reused worker: lines a previous cell left behind are not this cell's
     session = Session(spec)
     started = time.perf_counter()
     session.prepare()
