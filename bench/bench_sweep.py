@@ -55,7 +55,7 @@ def run_round(cells, capacity: int):
     return wall, outcomes
 
 
-def cold_cli(tmp: str) -> tuple[float, float, int]:
+def cold_cli(tmp: str) -> tuple[float, float, float, int]:
     out = Path(tmp) / "cold"
     argv = [sys.executable, "-m", "tui.cli", "sweep", "--preset", "demo", "--max-steps",
             str(MAX_STEPS), *sum((["--grid", g] for g in GRID), []), "--workers", "2",
@@ -69,7 +69,7 @@ def cold_cli(tmp: str) -> tuple[float, float, int]:
     import json
 
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    return wall, sum(r["cell_s"] for r in rows), len(rows)
+    return (wall, sum(r["cell_s"] for r in rows), sum(r["import_s"] for r in rows), len(rows))
 
 
 def main() -> int:
@@ -97,6 +97,8 @@ def main() -> int:
         warm_wall, warm = run_round(cells[:2], capacity)  # both workers import vLLM here
         imports = sorted(o.import_s for o in warm)
         one_walls, two_walls, ratios, overheads, session_overheads, starts = [], [], [], [], [], []
+        cores: dict[int, list[float]] = {1: [], 2: []}
+        per_cpu: dict[int, list[float]] = {1: [], 2: []}
         for pair in range(args.pairs):
             order = (1, 2) if pair % 2 == 0 else (2, 1)
             walls = {}
@@ -109,6 +111,8 @@ def main() -> int:
                     session_overheads.append(
                         (wall - sum(o.summary.wall_seconds for o in outcomes)) / len(cells))
                 cpu = sum(o.cpu_s for o in outcomes)
+                cores[at_once].append(cpu / wall)
+                per_cpu[at_once].append(len(cells) / cpu)
                 print(f"    {at_once} at a time: {wall:6.2f} s wall, {cpu:6.2f} CPU s in the "
                       f"workers: {cpu / wall:.2f} cores' worth")
             one_walls.append(walls[1])
@@ -116,7 +120,7 @@ def main() -> int:
             ratios.append(walls[1] / walls[2])
             print(f"  pair {pair + 1}: 1 at a time {walls[1]:6.2f} s, 2 at a time "
                   f"{walls[2]:6.2f} s, speed-up {ratios[-1]:.2f}  (load {loadavg()})")
-    cold_wall, cold_cells, cold_n = cold_cli(tmp)
+    cold_wall, cold_cells, cold_imports, cold_n = cold_cli(tmp)
     print()
     print(f"Ray start (local runtime, 2 CPUs):           {ray_start:6.2f} s (once per sweep)")
     print(f"vLLM import in a fresh worker:               {imports[0]:6.2f} s / {imports[-1]:.2f} s"
@@ -125,16 +129,25 @@ def main() -> int:
     print(f"8 cells, 2 at a time (median):               {statistics.median(two_walls):6.2f} s")
     print(f"speed-up 2 workers vs 1 (median of pairs):   {statistics.median(ratios):6.2f}x "
           f"(target >= 1.8)")
+    print(f"CPU the workers got (median):                1 at a time "
+          f"{statistics.median(cores[1]):.2f} cores, 2 at a time "
+          f"{statistics.median(cores[2]):.2f} cores")
+    print(f"cells per CPU-second, 2 at a time / 1:       "
+          f"{statistics.median(per_cpu[2]) / statistics.median(per_cpu[1]):6.2f} "
+          f"(1.0 = running two at once costs no extra CPU)")
+    autogroup = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    if autogroup.exists() and autogroup.read_text().strip() == "1":
+        print("  note: sched_autogroup is on: the sweep's processes share one scheduler group, "
+              "so on a loaded machine a second worker gets no more CPU for the group")
     print(f"Ray overhead per cell vs cell time in worker:{statistics.median(overheads):6.3f} s "
           f"(target <= 0.5)")
     print(f"  ... vs the session's run time alone:       "
           f"{statistics.median(session_overheads):6.3f} s (adds building the engine)")
     print(f"engine start per cell (warm worker):         median {statistics.median(starts):.3f} s"
           f", max {max(starts):.3f} s over {len(starts)} cells")
-    print(f"cold `observatory sweep`, 8 cells, 2 workers: {cold_wall:6.2f} s wall for "
-          f"{cold_cells:.2f} s of cells ({cold_n} rows): "
-          f"{(cold_wall - cold_cells / 2) / cold_n:.2f} s per cell on top of perfect 2x "
-          f"(Ray start and two vLLM imports included)")
+    print(f"cold `observatory sweep`, {cold_n} cells, 2 workers: {cold_wall:6.2f} s wall; its "
+          f"cells took {cold_cells:.2f} s in the workers, of which {cold_imports:.2f} s were "
+          f"the workers' first vLLM imports (Ray start not in cells)")
     print(f"load average after: {loadavg()}")
     return 0
 
