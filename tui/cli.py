@@ -73,6 +73,9 @@ def build_full_parser() -> argparse.ArgumentParser:
     replay.add_argument("--follow", action="store_true", help="keep reading a growing file")
     replay.add_argument("--lenient", action="store_true", help="skip corrupt lines")
     replay.set_defaults(func=cmd_replay)
+    from tui.sweep_command import register as register_sweep_browse
+
+    register_sweep_browse(sub)
     return parser
 
 

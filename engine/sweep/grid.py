@@ -1,0 +1,159 @@
+"""The sweep's grid: `--grid KEY=V1,V2,...` axes over RunSpec fields, expanded into cells.
+
+Values stay as the user typed them (that is what `sweep.toml` keeps, so a resumed sweep parses
+them exactly as the first run did) and are converted to each field's type by one function,
+`convert_value`, which uses the same msgspec conversion a config file goes through.
+
+A cell's identity is a hash of its whole RunSpec: `--resume` skips a cell whose hash already has
+a row, so a cell is never confused with another even if the grid is written in another order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from typing import Any
+
+import msgspec
+
+from engine.errors import ConfigError
+from engine.policy import parse_policy
+from engine.spec import RunSpec
+
+# Fields that cannot be an axis, and why (the error says it).
+NOT_GRIDDABLE = {
+    "preset": "a preset is the base of the whole sweep: run one sweep per preset (--preset)",
+    "toggles": "toggles are a list; give --toggle-at for every cell instead",
+    "cost": "the cost model is a table; give --cost K=V,... for every cell instead",
+}
+# Flag spellings users type for fields whose flag name differs from the field name.
+ALIASES = {"swap_space": "swap_space_gib"}
+NULL_WORDS = {"none", "null"}
+
+
+class Axis(msgspec.Struct, frozen=True):
+    """One `--grid` key: the RunSpec field, its values as typed, and converted."""
+
+    key: str
+    texts: tuple[str, ...]
+    values: tuple[Any, ...]
+
+
+class Cell(msgspec.Struct, frozen=True):
+    """One point of the grid: its position, its identity, and the spec it runs."""
+
+    index: int  # position in grid order (first axis slowest)
+    key: str  # hash of the spec; what --resume matches rows by
+    params: dict[str, Any]  # grid key -> value, in axis order
+    spec: RunSpec
+
+
+def field_name(key: str) -> str:
+    """A grid key as a RunSpec field name: `max-tokens`, `max_tokens` and `swap-space` all work."""
+    name = key.strip().replace("-", "_").lstrip("_")
+    name = ALIASES.get(name, name)
+    if name in NOT_GRIDDABLE:
+        raise ConfigError(f"--grid {key}: {NOT_GRIDDABLE[name]}")
+    if name not in RunSpec.__struct_fields__:
+        valid = ", ".join(f for f in RunSpec.__struct_fields__ if f not in NOT_GRIDDABLE)
+        raise ConfigError(f"--grid {key}: not a RunSpec field; use one of {valid}")
+    return name
+
+
+def convert_value(field: str, text: str) -> Any:
+    """One grid value, typed as RunSpec declares `field` ("4" -> 4, "none" -> None).
+
+    The single place that knows how a string becomes a field's value; engine/options.py will
+    own this conversion for flags and config files too, and this function then calls it.
+    """
+    raw = text.strip()
+    if raw.lower() in NULL_WORDS:
+        raw = "null"
+    try:
+        converted = msgspec.convert({field: raw}, RunSpec, strict=False)
+    except msgspec.ValidationError as exc:
+        expected = str(exc).split(" - at ")[0]
+        raise ConfigError(f"--grid {field}={text}: {expected}") from None
+    value = getattr(converted, field)
+    if field == "policy":
+        parse_policy(value)  # a one-line error now, not a failed cell later
+    return value
+
+
+def parse_axis(text: str) -> Axis:
+    """`KEY=V1,V2,...` -> Axis; one-line ConfigError for anything malformed."""
+    key, sep, values = text.partition("=")
+    if not sep or not key.strip() or not values.strip():
+        raise ConfigError(f"malformed --grid {text!r}: use KEY=V1,V2,... e.g. n=2,4,8 or "
+                          f"policy=off,strict,watermark:0.5")
+    return make_axis(key, values.split(","))
+
+
+def make_axis(key: str, texts: list[str]) -> Axis:
+    """An axis from a key and its values as typed (from --grid, or from sweep.toml)."""
+    name = field_name(key)
+    stripped = tuple(t.strip() for t in texts)
+    if not stripped or any(not t for t in stripped):
+        raise ConfigError(f"--grid {name}: empty value (two commas in a row, or a trailing one)")
+    converted = tuple(convert_value(name, t) for t in stripped)
+    canonical = [str(parse_policy(v)) if name == "policy" else v for v in converted]
+    duplicates = sorted({t for t, c in zip(stripped, canonical) if canonical.count(c) > 1})
+    if duplicates:
+        raise ConfigError(f"--grid {name}: value(s) {', '.join(duplicates)} given twice")
+    return Axis(key=name, texts=stripped, values=converted)
+
+
+def build_axes(grid: list[str], seeds: int | None, base: RunSpec) -> list[Axis]:
+    """All axes in the order given, `--seeds N` last (seeds base.seed .. base.seed+N-1)."""
+    axes = [parse_axis(text) for text in grid]
+    names = [a.key for a in axes]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"--grid {repeated[0]} given twice: put all its values in one --grid")
+    if seeds is not None:
+        if seeds < 1:
+            raise ConfigError(f"--seeds must be at least 1, got {seeds}")
+        if "seed" in names:
+            raise ConfigError("give --seeds N or --grid seed=..., not both")
+        texts = tuple(str(base.seed + i) for i in range(seeds))
+        axes.append(Axis(key="seed", texts=texts, values=tuple(int(t) for t in texts)))
+    if "num_cpu_blocks" in names and "swap_space_gib" in names:
+        raise ConfigError("grid num_cpu_blocks or swap_space, not both: on the sim backend CPU "
+                          "blocks override the swap space")
+    return axes
+
+
+def cell_count(axes: list[Axis]) -> int:
+    count = 1
+    for axis in axes:
+        count *= len(axis.values)
+    return count
+
+
+def cell_key(spec: RunSpec) -> str:
+    """A stable hash of everything that determines the cell's run.
+
+    Only fields that differ from RunSpec's defaults go in, so a field added to RunSpec later
+    (with a default) leaves the keys of existing sweeps, and so --resume, as they were.
+    """
+    defaults = msgspec.to_builtins(RunSpec())
+    fields = {name: value for name, value in msgspec.to_builtins(spec).items()
+              if name not in defaults or value != defaults[name]}
+    return hashlib.sha256(msgspec.json.encode(fields)).hexdigest()[:16]
+
+
+def expand(base: RunSpec, axes: list[Axis]) -> list[Cell]:
+    """The cartesian product in grid order; each cell's spec is validated here, before Ray
+    starts, so a value our own checks reject is a usage error rather than a failed cell."""
+    cells: list[Cell] = []
+    keys = [a.key for a in axes]
+    for index, combo in enumerate(itertools.product(*(a.values for a in axes))):
+        params = dict(zip(keys, combo))
+        spec = msgspec.structs.replace(base, **params)
+        try:
+            spec.validated()
+        except ConfigError as exc:
+            where = ", ".join(f"{k}={v}" for k, v in params.items())
+            raise ConfigError(f"cell {where}: {exc}") from None
+        cells.append(Cell(index=index, key=cell_key(spec), params=params, spec=spec))
+    return cells

@@ -1,0 +1,154 @@
+"""`observatory sweep-report DIR`: the rows as a table, and the abort heatmaps.
+
+The terminal form is a rich table of the columns a reader compares (grid keys, abort step, peak
+CPU KV, swaps, throughput, TTFT, withheld steps, wall time) plus the heatmaps; `--format csv`
+and `json` give every column of every row, `markdown` the table and heatmaps for a README.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+from typing import Any
+
+import msgspec
+
+from engine.sweep import heatmap as heat
+from engine.sweep.rows import columns
+from engine.sweep.store import SweepDir, SweepSpec, rows_to_csv
+
+# (column, header) for the terminal and markdown tables, after the grid keys.
+TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("status", "status"),
+    ("end_reason", "end"),
+    ("abort_step", "abort step"),
+    ("peak_cpu_kv_pct", "peak CPU KV %"),
+    ("peak_swapped", "peak swapped"),
+    ("swap_outs", "swap-outs"),
+    ("swap_ins", "swap-ins"),
+    ("throughput_tok_s", "gen tok/s (sim)"),
+    ("ttft_mean_s", "TTFT mean s"),
+    ("ttft_p99_s", "TTFT p99 s"),
+    ("prefill_blocked_steps", "withheld steps"),
+    ("wall_seconds", "wall s"),
+)
+
+
+class Report(msgspec.Struct):
+    spec: SweepSpec
+    rows: list[dict[str, Any]]  # one per finished cell, in grid order
+    bad_lines: int  # unreadable lines in results.jsonl
+    stale_rows: int  # rows whose key matches no cell of sweep.toml (an edited spec)
+    total_cells: int
+
+
+def load(directory: str) -> Report:
+    """Read a sweep directory (finished, interrupted or still running)."""
+    from engine.sweep.grid import expand
+
+    store = SweepDir(directory)
+    spec = store.read_spec()
+    keys = {cell.key for cell in expand(spec.base, spec.axes)}
+    by_key, bad = store.read_rows()
+    rows = sorted((row for key, row in by_key.items() if key in keys),
+                  key=lambda r: int(r.get("cell", 0)))
+    return Report(spec=spec, rows=rows, bad_lines=bad, stale_rows=len(by_key) - len(rows),
+                  total_cells=len(keys))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _table_cells(report: Report) -> tuple[list[str], list[list[str]]]:
+    keys = [a.key for a in report.spec.axes]
+    headers = [*keys, *(h for _, h in TABLE_COLUMNS)]
+    body = []
+    for row in report.rows:
+        cells = [_cell(row.get(k)) for k in keys]
+        if row.get("status") == "failed":
+            cells += ["failed", str(row.get("message") or "")]
+        else:
+            cells += [_cell(row.get(c)) for c, _ in TABLE_COLUMNS]
+        body.append(cells)
+    return headers, body
+
+
+def _footer(report: Report) -> str:
+    failed = sum(1 for r in report.rows if r.get("status") == "failed")
+    aborted = sum(1 for r in report.rows if r.get("aborted"))
+    text = (f"{len(report.rows)} of {report.total_cells} cells have rows: {aborted} aborted, "
+            f"{failed} failed")
+    if report.bad_lines:
+        text += f"; {report.bad_lines} unreadable line(s) in results.jsonl skipped"
+    if report.stale_rows:
+        text += f"; {report.stale_rows} row(s) matching no cell of sweep.toml left out"
+    return text
+
+
+def render_terminal(report: Report, color: bool | None = None, width: int | None = None) -> str:
+    """Table, heatmaps and a footer, as text (ANSI colours when `color`)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    out = io.StringIO()
+    if width is None:
+        width = max(shutil.get_terminal_size((200, 24)).columns, 100)
+    console = Console(file=out, width=width, force_terminal=bool(color),
+                      color_system="standard" if color else None, highlight=False)
+    headers, body = _table_cells(report)
+    table = Table(title=f"sweep {report.spec.base.preset}: {len(report.rows)} cells",
+                  title_justify="left")
+    n_keys = len(report.spec.axes)
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i < n_keys or header == "end" else "right",
+                         no_wrap=True)
+    for cells in body:
+        style = "red" if cells[n_keys] == "failed" else None
+        table.add_row(*cells[:len(headers)], style=style)
+    console.print(table)
+    maps = heat.heatmaps(report.spec.axes, report.rows)
+    for heatmap in maps:
+        console.print()
+        console.print(heat.rich_table(heatmap))
+    if maps:
+        console.print(heat.LEGEND)
+    else:
+        console.print(heat.why_no_heatmap(report.spec.axes))
+    console.print(_footer(report))
+    text = out.getvalue()
+    if not color:  # rich pads titles to the table's width; a file or a README wants no padding
+        text = "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+    return text
+
+
+def render_markdown(report: Report) -> str:
+    headers, body = _table_cells(report)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for cells in body:
+        padded = cells + [""] * (len(headers) - len(cells))
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in padded) + " |")
+    parts = ["\n".join(lines)]
+    maps = heat.heatmaps(report.spec.axes, report.rows)
+    parts += [heat.markdown(m) for m in maps]
+    parts.append(heat.LEGEND if maps else heat.why_no_heatmap(report.spec.axes))
+    parts.append(_footer(report))
+    return "\n\n".join(parts) + "\n"
+
+
+def render(report: Report, fmt: str, color: bool | None = None) -> str:
+    all_columns = columns([a.key for a in report.spec.axes])
+    if fmt == "csv":
+        return rows_to_csv(report.rows, all_columns)
+    if fmt == "json":
+        ordered = [{c: row.get(c) for c in all_columns} for row in report.rows]
+        return msgspec.json.format(msgspec.json.encode(ordered), indent=2).decode() + "\n"
+    if fmt == "markdown":
+        return render_markdown(report)
+    return render_terminal(report, color=color)
