@@ -46,8 +46,10 @@ def _settle(freeze: bool) -> None:
         gc.freeze()
 
 
-def bare_steps_per_s(spec, steps: int, freeze: bool = False) -> float:
-    """The unobserved engine: build, add the workload, call step() in a loop."""
+def bare_steps_per_s(spec, steps: int, freeze: bool = False,
+                     cpu_us: list[float] | None = None) -> float:
+    """The unobserved engine: build, add the workload, call step() in a loop. `cpu_us` gets
+    the looping thread's CPU microseconds per step."""
     from vllm import SamplingParams
 
     built = build_engine(spec)
@@ -61,10 +63,12 @@ def bare_steps_per_s(spec, steps: int, freeze: bool = False) -> float:
                            params, arrival_time=last)
     engine.step()  # first step outside the timing on both sides
     _settle(freeze)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     for _ in range(steps):
         engine.step()
     rate = steps / (time.perf_counter() - start)
+    if cpu_us is not None:
+        cpu_us.append(1e6 * (time.thread_time() - cpu_start) / steps)
     gc.unfreeze()
     return rate
 
@@ -90,21 +94,22 @@ def observed_steps_per_s(spec, steps: int, freeze: bool = False) -> float:
     return steps / (marks[steps] - marks[0])
 
 
-def run_steps_per_s(spec, steps: int) -> float:
+def run_steps_per_s(spec, steps: int, cpu_us: list[float]) -> float:
     """What `observatory run` runs: EngineHost, recording to a zstd file, GC frozen by the
-    session once the requests are added."""
-    marks: dict[int, float] = {}
+    session once the requests are added. `cpu_us` gets the engine thread's CPU us per step."""
+    marks: dict[int, tuple[float, float]] = {}
 
     def stamp(item) -> None:
         if type(item) is StepRecord and item.step in (0, steps):
-            marks[item.step] = time.perf_counter()
+            marks[item.step] = (time.perf_counter(), time.thread_time())
 
     with tempfile.TemporaryDirectory() as tmp:
         host = EngineHost(spec, f"{tmp}/run.jsonl.zst")
         host.subscribe(stamp)
         host.start()
         host.done.wait()
-    return steps / (marks[steps] - marks[0])
+    cpu_us.append(1e6 * (marks[steps][1] - marks[0][1]) / steps)
+    return steps / (marks[steps][0] - marks[0][0])
 
 
 def observer_cost(spec, steps: int) -> tuple[float, float]:
@@ -143,10 +148,10 @@ def main() -> None:
 
     spec = preset_spec("seed-5578", policy="off", max_steps=args.steps + 1).validated()
     bare_steps_per_s(spec, 20)  # warm-up: imports, allocator, caches
-    bare, run = [], []
+    bare, run, bare_cpu, run_cpu = [], [], [], []
     for rep in range(args.reps):
-        order = ((lambda: bare_steps_per_s(spec, args.steps), bare),
-                 (lambda: run_steps_per_s(spec, args.steps), run))
+        order = ((lambda: bare_steps_per_s(spec, args.steps, cpu_us=bare_cpu), bare),
+                 (lambda: run_steps_per_s(spec, args.steps, run_cpu), run))
         for fn, out in (order if rep % 2 == 0 else order[::-1]):
             out.append(fn())
     print(f"observatory run vs vLLM's own loop, seed-5578, policy off, {args.steps} steps x "
@@ -157,6 +162,10 @@ def main() -> None:
           f"steps/s  {['%.1f' % x for x in run]}")
     print(f"  ratio run/bare                       : "
           f"{statistics.median(run) / statistics.median(bare):.3f}  (target >= 1.1)")
+    print(f"  CPU per step (the looping thread)    : bare {statistics.median(bare_cpu):.0f} us, "
+          f"run {statistics.median(run_cpu):.0f} us, ratio bare/run "
+          f"{statistics.median(bare_cpu) / statistics.median(run_cpu):.3f} (steps/s on an idle "
+          f"CPU; robust to other processes' load)")
     if args.only == "run":
         return
     for freeze in (False, True):

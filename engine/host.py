@@ -76,6 +76,7 @@ class EngineHost:
         self._cancelled = False
         self._sealed = False  # the recording got its end record: drop anything later
         self._last_step = -1
+        self._last_record: StepRecord | None = None  # for an end record written by abandon()
         self._status_sent = 0.0
         self._signals = 0
         self._thread: threading.Thread | None = None
@@ -151,6 +152,11 @@ class EngineHost:
         except KeyboardInterrupt:
             self.abandon("interrupted")
 
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the engine thread itself (after `abandon()`, `done` is set before it ends)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
     def _main(self) -> None:
         try:
             self.prepare()
@@ -206,8 +212,10 @@ class EngineHost:
             if self._sealed or self.recorder is None or not self.recorder.header_written:
                 self._sealed = True
             else:
-                end = RunFinished(steps=self._last_step + 1, reason=reason, sim_s=0.0,
-                                  wall_s=0.0)
+                last = self._last_record
+                end = RunFinished(steps=self._last_step + 1, reason=reason,
+                                  sim_s=last.sim_s if last else 0.0,
+                                  wall_s=last.wall_s if last else 0.0)
                 self.recorder.write_line(encode(end) + b"\n", end=True)
                 self._sealed = True
         self._close_recorder()
@@ -297,6 +305,7 @@ class EngineHost:
                     recorder.write_line(line, end=isinstance(item, _END_KINDS))
             if type(item) is StepRecord:
                 self._last_step = item.step
+                self._last_record = item
             if type(item) is RunFinished:
                 self._sealed = True
                 self.finished = item

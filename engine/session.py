@@ -179,7 +179,7 @@ class Session:
 
     def report_sink_failure(self, sink: Sink, exc: BaseException) -> None:
         """A sink of a sink (e.g. EngineHost's subscribers) failed: end the run at the next
-        step boundary with an ObserverError naming it. Engine thread only."""
+        step boundary with an ObserverError naming it. Any thread (the first report wins)."""
         if self._sink_fault is None:
             self._sink_fault = _ObserverFault(f"sink {_sink_name(sink)}", exc)
 

@@ -194,3 +194,24 @@ def test_pause_then_stop_from_other_threads():
     assert host.done.wait(30)
     assert host.finished.reason == "stopped"
     assert states[-3:] == ["paused", "stopping", "stopped"]
+
+
+def test_abandon_seals_the_recording_while_the_engine_still_runs(tmp_path):
+    """What a second Ctrl-C does when a step is stuck: the file ends with an end record now,
+    and nothing the engine emits afterwards gets into it."""
+    path = tmp_path / "run.jsonl"
+    host = EngineHost(preset_spec("demo", policy="strict"), str(path))
+    reached = threading.Event()
+    host.subscribe(lambda item: reached.set()
+                   if isinstance(item, StepRecord) and item.step == 50 else None)
+    host.start()
+    assert reached.wait(120)
+    host.abandon("interrupted")
+    time.sleep(0.2)  # the engine goes on stepping meanwhile
+    host.session.stop()
+    host.join(30)
+    recording = load(path)
+    assert recording.finished.reason == "interrupted"
+    assert recording.items[-1] == recording.finished
+    assert recording.finished.steps == recording.steps[-1].step + 1
+    assert host.session.state == "stopped"

@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections import deque
 from typing import Callable
 
 from engine.stream.protocol import encode_line
 
 DEFAULT_MAX_BACKLOG_BYTES = 64 * 1024 * 1024
+BATCH_S = 0.01
+"""After a wake-up the writer waits this long so one send carries many records: at 1,000
+steps/s that is ~100 sends (and GIL hand-offs to the writer) per second instead of ~2,000,
+for at most 10 ms more latency."""
 _HISTORY_CHUNK = 1 << 20
 Log = Callable[[str], None]
 
@@ -146,6 +151,8 @@ class Fanout:
             del history
             while client.cut is None:
                 client.wake.wait()
+                if not client.closing:
+                    time.sleep(BATCH_S)
                 client.wake.clear()
                 with self._lock:
                     batch = list(client.live)
