@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -120,7 +121,10 @@ def main() -> int:
             ratios.append(walls[1] / walls[2])
             print(f"  pair {pair + 1}: 1 at a time {walls[1]:6.2f} s, 2 at a time "
                   f"{walls[2]:6.2f} s, speed-up {ratios[-1]:.2f}  (load {loadavg()})")
-    cold_wall, cold_cells, cold_imports, cold_n = cold_cli(tmp)
+    try:
+        cold_wall, cold_cells, cold_imports, cold_n = cold_cli(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     print()
     print(f"Ray start (local runtime, 2 CPUs):           {ray_start:6.2f} s (once per sweep)")
     print(f"vLLM import in a fresh worker:               {imports[0]:6.2f} s / {imports[-1]:.2f} s"

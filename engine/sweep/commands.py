@@ -31,6 +31,9 @@ def register(subparsers: Any) -> None:
     first_run_flag = len(sweep._actions)
     add_run_flags(sweep)
     run_flags = {a.dest: a.default for a in sweep._actions[first_run_flag:]}
+    for action in sweep._actions[first_run_flag:]:
+        if action.dest in ("record", "no_record"):  # cells record with --record-cells
+            action.help = argparse.SUPPRESS
     g = sweep.add_argument_group("sweep")
     g.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="an axis over a RunSpec field (repeatable), e.g. n=2,4,8, "
