@@ -13,19 +13,24 @@ Why it looks like this:
   `FLUSH_INTERVAL_S`. `flush()` is thread-safe; anyone may call it.
 - A failing disk or a closed pipe must not kill a live session: the first OSError is kept in
   `error`, recording stops, and whoever owns the recorder reports it.
+- Every flush ends with a `Check` line (seq, line count, CRC-32 of the flushed lines) and
+  `close()` adds a final one, so a reader can prove a file whole or say exactly what is wrong
+  with it (engine.stream.integrity). zstd frames also carry zstd's content checksum.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
 import time
+import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from engine.stream.records import EngineAborted, Header, Record, RunFinished, encode
+from engine.stream.records import Check, EngineAborted, Header, Record, RunFinished, encode
 
 FLUSH_INTERVAL_S = 0.5
 ZSTD_LEVEL = 3
@@ -71,10 +76,14 @@ class Recorder:
         self._closed = False
         self._last_flush = time.monotonic()
         self._compressor: Any = None
+        self._seq = 0  # Check lines written
         self._file: IO[bytes]
         self._owns_file = True
         if self.path == "-":
-            self._file = sys.stdout.buffer
+            stdout = getattr(sys.stdout, "buffer", None)
+            if stdout is None:  # started with stdout closed
+                raise OSError(errno.EBADF, "stdout is closed")
+            self._file = stdout
             self._owns_file = False
         else:
             target = Path(self.path)
@@ -132,7 +141,7 @@ class Recorder:
         with self._lock:
             if self._closed:
                 return
-            self._flush_locked()
+            self._flush_locked(final=True)
             self._closed = True
             if self._owns_file:
                 try:
@@ -163,21 +172,25 @@ class Recorder:
             self.header_written = True
             self._flush_locked()
 
-    def _flush_locked(self) -> None:
+    def _flush_locked(self, final: bool = False) -> None:
         self._last_flush = time.monotonic()
         if not self.header_written:  # a recording must start with its header: wait for it
             return
-        if not self._buf or self._closed or self.error is not None:
+        if (not self._buf and not final) or self._closed or self.error is not None:
             self._buf.clear()
             return
         data = b"".join(self._buf)
+        check = Check(seq=self._seq, lines=len(self._buf), crc=zlib.crc32(data), final=final)
+        data += encode(check) + b"\n"
+        self._seq += 1
         self._buf.clear()
         if self._compressor is not None:
             data = self._compressor.compress(data)  # one complete frame per flush
         try:
             self._file.write(data)
             self._file.flush()
-        except OSError as exc:  # full disk, closed pipe: stop recording, keep the session alive
-            self.error = exc
+        except (OSError, ValueError) as exc:  # full disk, closed pipe or file: stop recording,
+            # keep the session alive
+            self.error = exc if isinstance(exc, OSError) else OSError(errno.EBADF, str(exc))
             return
         self.bytes_written += len(data)
