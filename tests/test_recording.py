@@ -333,16 +333,16 @@ def test_header_only_file_is_cut(tmp_path: Path) -> None:
 def test_truncated_zstd_frame_is_tolerated(tmp_path: Path) -> None:
     path = tmp_path / "cut.jsonl.zst"
     recorder = Recorder(path, make_header())
+    ends = [path.stat().st_size]  # where each flush ended: after the header's
     for i in range(300):
         recorder.write(make_step(i))
         if i % 100 == 99:
-            recorder.flush()  # three frames of 100 steps (plus the header's, and close's)
+            recorder.flush()  # three flushes of 100 steps
+            ends.append(path.stat().st_size)
     recorder.close()
     whole = path.read_bytes()
     assert len(load(path)) == 300
-    starts = [i for i in range(len(whole)) if whole.startswith(b"\x28\xb5\x2f\xfd", i)]
-    assert len(starts) == 5
-    for cut in (starts[3] + (starts[4] - starts[3]) // 2, starts[3]):  # inside, at a boundary
+    for cut in (ends[2] + (ends[3] - ends[2]) // 2, ends[2]):  # inside a flush, at its end
         path.write_bytes(whole[:cut])
         recording = load(path)
         assert recording.truncated
@@ -681,23 +681,32 @@ def test_recorder_to_stdout_is_plain_jsonl(capsysbinary: pytest.CaptureFixture[b
     assert json.loads(out[-1])["final"] is True
 
 
-def test_zst_is_a_stream_of_frames(tmp_path: Path) -> None:
-    path = tmp_path / "frames.jsonl.zst"
-    recorder = Recorder(path, make_header())
-    recorder.write(make_step(0))
-    recorder.flush()
-    size_after_first = path.stat().st_size
-    recorder.write(make_step(1))
-    recorder.close()
-    data = path.read_bytes()
-    assert data[:4] == data[size_after_first:][:4] == b"\x28\xb5\x2f\xfd"
-    assert data.count(b"\x28\xb5\x2f\xfd") >= 3  # header, flush, close
+def test_zst_flushes_decode_on_their_own_and_frames_carry_checksums(tmp_path: Path) -> None:
     import zstandard
 
-    # Everything up to the flush decodes on its own.
-    part = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(
-        data[:size_after_first])
-    assert part.count(b"\n") == 4  # header, check; step, check
+    path = tmp_path / "frames.jsonl.zst"
+    recorder = Recorder(path, make_header(), frame_bytes=3000)  # a frame every ~5 steps
+    ends = [path.stat().st_size]
+    for i in range(40):
+        recorder.write(make_step(i))
+        recorder.flush()
+        ends.append(path.stat().st_size)
+    recorder.close()
+    data = path.read_bytes()
+    for n, end in enumerate(ends):  # every prefix that ends where a flush ended decodes
+        text = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(
+            data[:end])
+        assert text.count(b"\n") == 2 * (n + 1)  # header, check; then step, check per flush
+    frames = 0
+    while data:
+        assert data[:4] == b"\x28\xb5\x2f\xfd" and data[4] & 0x04  # checksum flag
+        obj = zstandard.ZstdDecompressor().decompressobj()
+        obj.decompress(data)
+        assert obj.eof
+        data = obj.unused_data
+        frames += 1
+    assert frames >= 5
+    assert len(load(path)) == 40
 
 
 # ---- export and compare -------------------------------------------------------------------

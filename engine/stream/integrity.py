@@ -158,6 +158,10 @@ class _Reader:
             self.problem(lineno, f"step {step.step} again or out of order (expected step "
                                  f"{self.expected}): lines were repeated or reordered")
             return False
+        if step.step - self.expected > limits.MAX_GAP_STEPS:
+            self.problem(lineno, f"step {step.step} where step {self.expected} was expected: "
+                                 f"a damaged step number")
+            return False
         self.problem(lineno, f"steps {self.expected}-{step.step - 1} are missing (step "
                              f"{step.step} follows step {self.expected - 1})", lines=0)
         return True  # lenient: keep it; the Run shows the gap as such

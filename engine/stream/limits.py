@@ -30,6 +30,11 @@ MAX_LINE_BYTES = 64 << 20
 MAX_HEADER_BYTES = 4 << 20
 """The header line: a RunSpec and vLLM's config, a few KB."""
 
+MAX_GAP_STEPS = 10_000
+"""A lenient read keeps a step that jumps ahead (steps lost in a damaged block) and the run
+shows the gap; a jump further than this is a damaged step number, not lost steps, and is
+skipped (bridging it would allocate a repeat per missing step)."""
+
 MAX_DEPTH = 32
 """Nesting of JSON containers in a header (whose `spec` and `engine_config` are free-form).
 Record lines are typed, so msgspec refuses deep nesting there by type; a RecursionError from

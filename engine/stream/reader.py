@@ -61,10 +61,10 @@ def _read_all(path: str | os.PathLike[str]) -> bytes:
             if sys.stdin is None:
                 raise RecordingError(f"{name}: stdin is closed: pass a recording's path, or "
                                      f"pipe one in")
-            data = sys.stdin.buffer.read(limit + 1)
+            data = _read_bounded(sys.stdin.buffer, limit)
         else:
             with open(path, "rb") as f:
-                data = f.read(limit + 1)
+                data = _read_bounded(f, limit)
     except FileNotFoundError:
         raise RecordingError(f"{name}: no such file: pass the path of a recording "
                              f"(they are in recordings/ by default)") from None
@@ -76,6 +76,19 @@ def _read_all(path: str | os.PathLike[str]) -> bytes:
     if len(data) > limit:
         raise RecordingError(f"{name}: larger than the reader's limit of {limit:,} bytes")
     return data
+
+
+def _read_bounded(f: Any, limit: int) -> bytes:
+    """Up to `limit` + 1 bytes, in chunks (`read(limit)` would allocate `limit` at once)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = f.read(min(64 << 20, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def parse_header(line: bytes, name: str) -> Header:
