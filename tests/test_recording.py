@@ -858,3 +858,47 @@ def test_loading_never_imports_vllm() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([PY, "-c", script], env=env, capture_output=True, timeout=60)
     assert out.stdout.strip() == b"False False", out.stderr.decode()
+
+
+def test_a_full_disk_is_reported_within_a_second(tmp_path: Path) -> None:
+    """The file system refuses more bytes mid-run (RLIMIT_FSIZE stands in for a full disk):
+    the warning reaches stderr within a second of the failed write, while the run goes on,
+    and what was written before loads as a cut recording."""
+    import resource
+
+    record = tmp_path / "full.jsonl"
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails: EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (400_000, 400_000))
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [PY, "-u", "-m", "engine.cli", "run", "--preset", "demo", "--policy", "strict",
+         "--requests", "4000", "--record", str(record)], cwd=tmp_path, env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=small_files)
+    warned_at = None
+    steps_after = 0
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if "recording stopped" in line and warned_at is None:
+                warned_at = time.time()
+                assert str(record) in line
+            elif warned_at is not None and line.startswith("step "):
+                steps_after += 1
+                if steps_after == 2:  # the run went on without its recording
+                    break
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert warned_at is not None and steps_after == 2
+    assert "Traceback" not in err
+    # The failing write came at most one flush interval after the last one that landed.
+    assert warned_at - record.stat().st_mtime < 1.0 + 0.5
+    recording = load(record)
+    assert recording.truncated and len(recording) > 0

@@ -42,7 +42,8 @@ from engine.stream.run import Run
 
 CHECK_PREFIX = b'{"kind":"check"'
 _BLOCK_END = b"\n" + CHECK_PREFIX
-MAX_PROBLEMS_KEPT = 20  # lenient reads count every problem but describe only the first few
+MAX_PROBLEMS_KEPT = 20
+_MIN_LINE_BYTES = 16  # no record's line is shorter (the shortest, a policy change, is ~70)  # lenient reads count every problem but describe only the first few
 
 _record_decoder = msgspec.json.Decoder(Record)
 _check_decoder = msgspec.json.Decoder(Check)
@@ -89,43 +90,40 @@ class _Reader:
 
     def decode_lines(self, lines: list[bytes], lineno: int, keep: bool = True) -> bool:
         """Decode and check `lines` (the first is line `lineno`); append the good ones to the
-        run if `keep`. Returns False if any line was bad."""
+        run if `keep`. Returns False if any line was bad. The loop is the loader's hot path:
+        the common case (the next step, within bounds) costs a few comparisons."""
         decode = _record_decoder.decode
         append = self.run.append
-        long_lines = sum(map(len, lines)) > limits.MAX_LINE_BYTES
+        if sum(map(len, lines)) > limits.MAX_LINE_BYTES:
+            long = [i for i, line in enumerate(lines) if len(line) > limits.MAX_LINE_BYTES]
+            for i in reversed(long):
+                self.problem(lineno + i, f"line is {len(lines[i]):,} bytes, longer than the "
+                                         f"reader's limit of {limits.MAX_LINE_BYTES:,}")
+                lines = lines[:i] + [b"{}"] + lines[i + 1:]  # reported: now just skipped
         ok = True
+        expected = self.expected
         for line in lines:
-            if long_lines and len(line) > limits.MAX_LINE_BYTES:
-                self.problem(lineno, f"line is {len(line):,} bytes, longer than the reader's "
-                                     f"limit of {limits.MAX_LINE_BYTES:,}")
-                ok = False
-                lineno += 1
-                continue
             try:
                 item = decode(line)
             except _DECODE_ERRORS as exc:
-                if isinstance(exc, RecursionError):
-                    why = "nested deeper than the reader allows"
-                elif line.startswith(CHECK_PREFIX):
-                    why = f"misplaced or damaged check line ({one_line(exc)})"
-                elif not line.strip():
-                    why = "blank line"
+                if line == b"{}":
+                    ok = False  # a long line, reported above
                 else:
-                    why = f"corrupt line ({one_line(exc)})"
-                self.problem(lineno, why)
-                ok = False
+                    ok = self._corrupt(line, lineno, exc)
                 lineno += 1
                 continue
             kind = type(item)
             if kind is StepRecord:
-                if (item.step != self.expected or self.ended or self.aborted
-                        or item.gpu_used > item.gpu_total or item.cpu_used > item.cpu_total):
+                if (item.step != expected or item.gpu_used > item.gpu_total
+                        or item.cpu_used > item.cpu_total or self.ended or self.aborted):
+                    self.expected = expected
                     if not self._odd_step(item, lineno):
                         ok = False
                         lineno += 1
                         continue
-                self.expected = item.step + 1
+                expected = item.step + 1
             elif kind is EngineAborted or kind is RunFinished:
+                self.expected = expected
                 why = self._end_problem(item)
                 if why is not None:
                     self.problem(lineno, why)
@@ -133,14 +131,27 @@ class _Reader:
                     lineno += 1
                     continue
             elif self.ended:
-                self.problem(lineno, f"a {type(item).__name__} record after the end record")
+                self.problem(lineno, f"a {kind.__name__} record after the end record")
                 ok = False
                 lineno += 1
                 continue
             if keep:
                 append(item)
             lineno += 1
+        self.expected = expected
         return ok
+
+    def _corrupt(self, line: bytes, lineno: int, exc: BaseException) -> bool:
+        if isinstance(exc, RecursionError):
+            why = "nested deeper than the reader allows"
+        elif line.startswith(CHECK_PREFIX):
+            why = f"misplaced or damaged check line ({one_line(exc)})"
+        elif not line.strip():
+            why = "blank line"
+        else:
+            why = f"corrupt line ({one_line(exc)})"
+        self.problem(lineno, why)
+        return False
 
     def _odd_step(self, step: StepRecord, lineno: int) -> bool:
         """A step that breaks a rule: report it; True if a lenient read may still keep it."""
@@ -228,26 +239,37 @@ def load_checked(data: bytes, run: Run, name: str, lenient: bool) -> None:
         if check_end < 0:
             cut_check = True
             break
-        n_lines = count(b"\n", start, check_start)
-        check_lineno = lineno + n_lines
-        block = _span(lineno, check_lineno - 1) if n_lines else f"before line {check_lineno}"
         why = None
+        lines: list[bytes] | None = None
         try:
             check = _check_decoder.decode(view[check_start:check_end])
         except _DECODE_ERRORS as exc:
             check = None
-            why = f"damaged check line ({one_line(exc)}): {block} cannot be checked"
+            why = f"damaged check line ({one_line(exc)})"
         if check is not None:
-            if final:
-                why = f"{block}: data after the recorder's final check (appended to the file)"
-            elif check.seq < seq:
-                why = (f"flush {check.seq} again after flush {seq - 1} ({block}): a block or "
-                       f"zstd frame was repeated or reordered")
-            elif check.lines != n_lines:
-                why = (f"the check after {block} counts {check.lines} line(s), there are "
-                       f"{n_lines}: lines were added or deleted")
-            elif check.crc != zlib.crc32(view[start:check_start]):
-                why = f"{block} do not match their checksum: bytes in them were changed"
+            # Split at most as many times as the Check claims, and only if that many lines
+            # fit in the block (a record line is far longer than MIN_LINE_BYTES): a forged
+            # claim of a billion lines cannot make a billion-entry list.
+            if check.lines * _MIN_LINE_BYTES <= check_start - start:
+                lines = data[start:check_start].split(b"\n", check.lines)
+                if len(lines) != check.lines + 1 or lines[-1]:
+                    lines = None
+            if lines is None:
+                n = count(b"\n", start, check_start)
+                why = (f"the check counts {check.lines} line(s), there are {n}: lines were "
+                       f"added or deleted")
+        n_lines = len(lines) - 1 if lines is not None else count(b"\n", start, check_start)
+        check_lineno = lineno + n_lines
+        block = _span(lineno, check_lineno - 1) if n_lines else f"before line {check_lineno}"
+        if final:
+            why = f"{block}: data after the recorder's final check (appended to the file)"
+        elif why is not None:
+            why = f"{why}: {block}" if check is not None else f"{why}: {block} cannot be checked"
+        elif check.seq < seq:
+            why = (f"flush {check.seq} again after flush {seq - 1} ({block}): a block or "
+                   f"zstd frame was repeated or reordered")
+        elif check.crc != zlib.crc32(view[start:check_start]):
+            why = f"{block} do not match their checksum: bytes in them were changed"
         if why is not None:
             reader.problem(check_lineno, why, lines=n_lines + 1)
             if check is None or (check.seq == seq and not final):
@@ -259,11 +281,9 @@ def load_checked(data: bytes, run: Run, name: str, lenient: bool) -> None:
                                              f"lost", lines=0)
             seq = check.seq + 1
             final = check.final
-            lines = _split_unblank(reader, data[start:check_start], lineno)
             lines.pop()  # the block ends with a newline
             if start == 0:
-                lines = lines[1:]  # the header line, already parsed
-                reader.decode_lines(lines, lineno + 1)
+                reader.decode_lines(lines[1:], lineno + 1)  # the header line is parsed
             else:
                 reader.decode_lines(lines, lineno)
         start = check_end + 1

@@ -155,7 +155,7 @@ def _load(path: str | os.PathLike[str], lenient: bool, into: type[Recording]) ->
             raise RecordingError(f"{name}: {exc}: the compressed file is damaged; run with "
                                  f"--lenient to read the frames around it") from None
         data, frame_cut, frame_notes = walk.text, walk.cut, walk.damaged
-    if not data.strip():
+    if not data or data.isspace():
         if frame_notes:
             raise RecordingError(f"{name}: nothing readable: {frame_notes[0]}")
         raise RecordingError(f"{name}: empty file: not an observatory recording")
