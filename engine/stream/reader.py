@@ -91,6 +91,16 @@ def _read_bounded(f: Any, limit: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def _has_checks(text: bytes) -> bool:
+    """Whether the recording carries Check lines (schema >= 2), judged from its header."""
+    newline = text.find(b"\n")
+    try:
+        schema = _any_decoder.decode(text[:newline if newline >= 0 else len(text)]).get("schema")
+    except (msgspec.DecodeError, RecursionError, AttributeError):
+        return False
+    return isinstance(schema, int) and schema >= 2
+
+
 def parse_header(line: bytes, name: str) -> Header:
     """Check `kind` and `schema` before decoding the rest, so a newer schema is reported as
     such rather than as whatever field it changed."""
@@ -148,7 +158,9 @@ def _load(path: str | os.PathLike[str], lenient: bool, into: type[Recording]) ->
     frame_cut = False
     if data.startswith(ZSTD_MAGIC):
         try:
-            walk = decompress(data, lenient=lenient)
+            walk = decompress(data, lenient=lenient, keep_damaged=True)
+            if walk.damaged_frames and not _has_checks(walk.text):
+                walk = decompress(data, lenient=lenient)  # nothing would vouch for it: drop
         except ZstdLimitError as exc:
             raise RecordingError(f"{name}: {exc}: refusing to read it") from None
         except ZstdDamage as exc:

@@ -10,8 +10,10 @@ Why not `zstandard.decompress` or one `decompressobj` over everything:
   text, checked by the decompressor); frames without one are counted, so an old recording is
   reported as not fully checkable instead of silently trusted.
 - A frame that fails to decode (a flipped byte, a bad checksum) is an error; in lenient mode
-  its output is dropped and decoding resumes at the next frame's magic number, so the frames
-  after the damage still load (the recorder's Check lines then say exactly what is missing).
+  decoding resumes at the next frame's magic number, so the frames after the damage still
+  load. What the damaged frame produced before the error is kept only if `keep_damaged` (the
+  recorder's Check lines then vouch for each block of it, or drop it); without Check lines
+  (schema 1) nothing would, so the caller passes False and it is dropped.
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ class FrameWalk:
         self.frames = 0  # complete frames decoded
         self.unchecked_frames = 0  # of those, frames without a content checksum
         self.cut = False  # the last frame is incomplete
-        self.damaged: list[str] = []  # lenient: frames dropped, one line each
+        self.damaged: list[str] = []  # lenient: damaged frames, one line each
+        self.damaged_frames = 0
 
 
-def decompress(data: bytes, *, lenient: bool = False,
+def decompress(data: bytes, *, lenient: bool = False, keep_damaged: bool = False,
                max_bytes: int = limits.MAX_RECORDING_BYTES,
                max_ratio: int = limits.MAX_ZSTD_RATIO) -> FrameWalk:
     """Decode concatenated zstd frames. Raises ZstdLimitError past a limit and, unless
@@ -88,12 +91,15 @@ def decompress(data: bytes, *, lenient: bool = False,
             else:
                 walk.cut = True  # the data ended inside this frame
         except zstandard.ZstdError as exc:
+            lines = sum(piece.count(b"\n") for piece in out)
             message = (f"zstd frame {walk.frames + 1} (byte {frame_start:,}) is damaged "
-                       f"({exc})")
+                       f"after line {lines:,} ({exc})")
             if not lenient:
                 raise ZstdDamage(message, frame_start) from None
-            del out[frame_out:]
-            total = sum(map(len, out))
+            walk.damaged_frames += 1
+            if not keep_damaged:
+                del out[frame_out:]
+                total = sum(map(len, out))
             following = data.find(ZSTD_MAGIC, frame_start + 1)
             walk.damaged.append(message + ("; skipped to the next frame" if following >= 0
                                            else "; nothing after it can be read"))
