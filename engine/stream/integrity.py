@@ -356,7 +356,10 @@ def notes(run: Run) -> list[str]:
         out.append(f"note: {run.path}: written before recordings carried checks (schema "
                    f"{run.header.schema if run.header else '?'}): changed bytes cannot be "
                    f"detected, so it cannot be fully checked")
-    if run.truncated:
+    if run.truncated and run.problem_count:
+        out.append(f"warning: {run.path}: the readable part ends after step {run.last_step}; "
+                   f"nothing after it could be read")
+    elif run.truncated:
         out.append(f"warning: {run.path}: {run.cut_note}; the numbers cover the "
                    f"{len(run):,} steps before the cut")
     elif run.finished is None and run.header is not None and not run.problem_count:
