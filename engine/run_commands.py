@@ -119,7 +119,7 @@ def _exit_code(host, signals: list[int]) -> int:
     if host.start_error is not None and host.finished is None:
         if signals:
             return 128 + signals[0]
-        raise ConfigError(f"the engine could not start: {host.start_error}")
+        raise ConfigError(host.start_error)
     if signals:
         return 128 + signals[0]
     reason = host.finished.reason if host.finished is not None else "interrupted"
