@@ -35,6 +35,7 @@ import time
 from typing import Callable
 
 from engine import __version__, logs
+from engine.adapters import device_info, exec_timing
 from engine.adapters import hooks as vllm_hooks
 from engine.adapters.build import BuiltEngine, build_engine
 from engine.adapters.step_record import build_step_record
@@ -56,6 +57,7 @@ StateFn = Callable[[str, int], None]
 # this far apart so vLLM sees the same order (ties would make its stable sort keep queue order,
 # which changes who gets preempted).
 _ARRIVAL_TIEBREAK_S = 1e-6
+_IDLE_NAP_S = 0.05  # gpu backend, nothing to run: the longest wait between command checks
 OVER_STATES = ("finished", "aborted", "stopped", "failed")
 _STATE_FOR_REASON = {"aborted": "aborted", "stopped": "stopped", "observer_error": "failed"}
 
@@ -106,6 +108,9 @@ class Session:
         self._sink_fault: _ObserverFault | None = None
         self._broken_sink: Sink | None = None
         self._step, self._sim_s = 0, 0.0
+        self._exec_timer: exec_timing.ExecTimer | None = None
+        # The clock arrivals follow: the cost model's on the sim, the wall clock on a GPU.
+        self._wall_paced = spec.backend == "gpu"
 
     # ------------------------------------------------------------------ public API
     @property
@@ -133,6 +138,7 @@ class Session:
                           f"{spec.block_size} tokens")
         self._workload = Workload(spec, built.max_model_len, built.count_tokens)
         self._hook = vllm_hooks.attach(built.engine.scheduler, self._policy)
+        self._exec_timer = exec_timing.attach(built.engine, spec.backend)
         self._built = built
         self.header = Header(
             schema=SCHEMA_VERSION,
@@ -144,6 +150,8 @@ class Session:
             engine_config=built.engine_config,
             started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             host=socket.gethostname(),
+            time_axis="gpu" if spec.backend == "gpu" else "sim",
+            device=device_info.describe(spec.backend),
         )
 
     def start(self) -> None:
@@ -196,6 +204,7 @@ class Session:
         assert self.header is not None
         self._last_stamp = -1.0
         self._t0 = time.perf_counter()
+        self._epoch0 = time.time()  # the real clock base of vLLM's arrival stamps
         self._step, self._sim_s = 0, 0.0
         header_out = frozen = False
         try:
@@ -259,16 +268,21 @@ class Session:
                 self._change_policy(step, parse_policy(policy), "toggle-at")
             if spec.max_steps is not None and step >= spec.max_steps:
                 return "max_steps"
-            if upcoming is not None and upcoming.arrival_s <= sim_s:
+            now = self._measured_s() if self._wall_paced else sim_s
+            if upcoming is not None and upcoming.arrival_s <= now:
                 due: list[Request] = []
-                while upcoming is not None and upcoming.arrival_s <= sim_s:
+                while upcoming is not None and upcoming.arrival_s <= now:
                     due.append(upcoming)
                     upcoming = next(pending, None)
                 self._emit(self._add_requests(due, step, sim_s, "workload"))
             if not engine.has_unfinished_requests():
                 if upcoming is None:
                     return "completed"
-                sim_s = upcoming.arrival_s  # idle: jump the simulated clock to the next arrival
+                if self._wall_paced:  # idle on a GPU: wait for the next arrival in real time,
+                    # in short naps so that commands (stop, burst) still apply promptly
+                    time.sleep(min(_IDLE_NAP_S, max(0.0, upcoming.arrival_s - now)))
+                else:  # idle on the sim: jump the simulated clock to the next arrival
+                    sim_s = upcoming.arrival_s
                 continue
             try:
                 engine.step()
@@ -281,12 +295,28 @@ class Session:
                                            time.perf_counter() - self._t0)
             except Exception as exc:
                 raise _ObserverFault("build_step_record", exc) from exc
+            record.exec_s = self._exec_timer.take() if self._exec_timer is not None else 0.0
             sim_s = record.sim_s
             self._emit_logs(step)
             self._emit(record)
             step += 1
 
     # ------------------------------------------------------------------ helpers
+    def _measured_s(self) -> float:
+        """Measured seconds since the run started (the gpu backend's arrival clock)."""
+        return time.perf_counter() - self._t0
+
+    def _stamp(self, request: Request) -> float:
+        """vLLM's `arrival_time` for `request`, on the real clock (`time.time()`) that vLLM's
+        own metrics (queue time, TTFT) subtract it from. On a GPU: the planned arrival, so vLLM's
+        TTFT is what a client would see. On the sim, whose simulated arrivals have no place on
+        the real clock: the moment it is handed over, as vLLM itself stamps a request without
+        one. Stamps strictly increase, so vLLM's fcfs order is the order of adding."""
+        base = self._epoch0 + request.arrival_s if self._wall_paced else time.time()
+        stamp = max(base, self._last_stamp + _ARRIVAL_TIEBREAK_S)
+        self._last_stamp = stamp
+        return stamp
+
     def _emit(self, item: Item) -> None:
         for sink in self._sinks:
             try:
@@ -359,7 +389,8 @@ class Session:
                     if not self._change_policy(step, value, source):  # type: ignore[arg-type]
                         message = f"policy is already {value}"
                 elif kind == "burst":
-                    requests = self._workload.burst(int(value), sim_s)  # type: ignore[arg-type]
+                    now = self._measured_s() if self._wall_paced else sim_s
+                    requests = self._workload.burst(int(value), now)  # type: ignore[arg-type]
                     self._emit(self._add_requests(requests, step, sim_s, "burst"))
                 elif kind == "pause":
                     paused = True
@@ -393,8 +424,7 @@ class Session:
         waiting = built.engine.scheduler.waiting
         prompt_tokens: list[int] = []
         for request in requests:
-            stamp = max(request.arrival_s, self._last_stamp + _ARRIVAL_TIEBREAK_S)
-            self._last_stamp = stamp
+            stamp = self._stamp(request)
             text = built.text_prompts and request.prompt_text is not None
             inputs = ({"prompt": request.prompt_text} if text
                       else {"prompt_token_ids": request.prompt_token_ids})

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine import logs
+from engine.adapters.build_errors import build_errors
 from engine.errors import ConfigError
 from engine.spec import RunSpec
 
@@ -115,10 +116,15 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
             seed=spec.seed,
             disable_log_stats=False,
         )
-    try:
-        config = args.create_engine_config()
-    except (ValueError, OSError) as exc:
-        raise ConfigError(f"vLLM rejected the engine config: {str(exc).splitlines()[0]}") from None
+    config = _engine_config(args)
+    swap_translation = None
+    if spec.backend == "gpu" and spec.num_cpu_blocks is not None:
+        from engine.adapters import swap_space
+
+        args.swap_space = swap_space.swap_space_gib_for(spec.num_cpu_blocks,
+                                                        swap_space.cache_block_bytes(config))
+        config = _engine_config(args)
+        swap_translation = swap_space.translation(spec.num_cpu_blocks, config)
 
     count_tokens = None
     stop_token_ids: list[int] = []
@@ -131,25 +137,36 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
         if spec.tokenizer:
             count_tokens = _local_tokenizer(spec.tokenizer)
     else:
-        if spec.num_cpu_blocks is not None:
-            raise ConfigError("--num-cpu-blocks is a sim-backend knob; on the gpu backend vLLM "
-                              "derives CPU blocks from --swap-space")
         from vllm.executor.gpu_executor import GPUExecutor
 
         executor_class = GPUExecutor
-    engine = LLMEngine(**config.to_dict(),
-                       executor_class=executor_class, log_stats=True,
-                       usage_context=UsageContext.ENGINE_CONTEXT)
+    with build_errors(spec.model_name):
+        engine = LLMEngine(**config.to_dict(),
+                           executor_class=executor_class, log_stats=True,
+                           usage_context=UsageContext.ENGINE_CONTEXT)
+    engine_config = _summarize_config(config)
+    if swap_translation is not None:
+        engine_config["swap_space_from_num_cpu_blocks"] = swap_translation
     return BuiltEngine(
         engine=engine,
         model=spec.model_name,
         vllm_version=vllm.__version__,
         max_model_len=config.model_config.max_model_len,
-        engine_config=_summarize_config(config),
+        engine_config=engine_config,
         count_tokens=count_tokens,
         text_prompts=spec.backend == "gpu" and spec.prompt_len is None,
         stop_token_ids=stop_token_ids,
     )
+
+
+def _engine_config(args: Any) -> Any:
+    """vLLM's EngineConfig for `args`; its complaints (bad knob, unknown model) as one line."""
+    with build_errors(args.model):
+        try:
+            return args.create_engine_config()
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"vLLM rejected the engine config: "
+                              f"{str(exc).splitlines()[0]}") from None
 
 
 def _local_tokenizer(path: str) -> Callable[[str], list[int]]:
