@@ -23,10 +23,10 @@ def describe(backend: str) -> DeviceInfo:
         return DeviceInfo(name="cpu")
     cuda = torch.version.cuda or ""
     if backend != "gpu" or not torch.cuda.is_available():
-        return DeviceInfo(name="cpu", torch=torch.__version__, cuda=cuda)
+        return DeviceInfo(name="cpu", torch=str(torch.__version__), cuda=str(cuda))
     index = torch.cuda.current_device()
     props = torch.cuda.get_device_properties(index)
-    return DeviceInfo(name=props.name, torch=torch.__version__, cuda=cuda,
+    return DeviceInfo(name=str(props.name), torch=str(torch.__version__), cuda=str(cuda),
                       driver=driver_version(), capability=f"{props.major}.{props.minor}",
                       memory_gib=round(props.total_memory / (1 << 30), 2))
 
