@@ -90,7 +90,8 @@ def _sink_name(sink: Sink) -> str:
 
 class Session:
     def __init__(self, spec: RunSpec, *, on_progress: ProgressFn | None = None,
-                 on_state: StateFn | None = None, freeze_gc: bool = True) -> None:
+                 on_state: StateFn | None = None, freeze_gc: bool = True,
+                 wall_paced: bool | None = None) -> None:
         self.spec = spec
         self.header: Header | None = None
         self.state = "starting"
@@ -109,8 +110,9 @@ class Session:
         self._broken_sink: Sink | None = None
         self._step, self._sim_s = 0, 0.0
         self._exec_timer: exec_timing.ExecTimer | None = None
-        # The clock arrivals follow: the cost model's on the sim, the wall clock on a GPU.
-        self._wall_paced = spec.backend == "gpu"
+        # The clock arrivals follow: the cost model's on the sim, the wall clock on a GPU
+        # (`wall_paced` overrides the backend's choice: tests and benches of the pacing itself).
+        self._wall_paced = spec.backend == "gpu" if wall_paced is None else wall_paced
 
     # ------------------------------------------------------------------ public API
     @property
