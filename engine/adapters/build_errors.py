@@ -34,9 +34,13 @@ _CAUSES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 
+_MAX_DETAIL = 200  # transformers' messages run on; the cause and the start are what help
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= _MAX_DETAIL else line[:_MAX_DETAIL - 1].rstrip() + "…"
 
 
 def classify(exc: BaseException) -> str:
