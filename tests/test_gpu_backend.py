@@ -411,3 +411,36 @@ def test_encode_keeps_the_header_small_for_sim():
     """DeviceInfo omits empty fields, so a sim header gains only what it knows."""
     line = encode(make_header(device=DeviceInfo(name="cpu", torch="2.3.0")))
     assert b'"device":{"name":"cpu","torch":"2.3.0"}' in line
+
+
+# ---- restarts and quits: the engine is its own process ---------------------------------------
+
+def test_closing_while_the_engine_loads_ends_the_process_at_once(tmp_path):
+    """A quit (or an R restart, which closes the old child first) during vLLM's import and
+    model load: the engine process exits within 2 s, whatever it was doing, and leaves no
+    recording; its GPU memory goes with it."""
+    from engine.child import spawn_local
+    from engine.stream.protocol import Progress
+
+    record = tmp_path / "never.jsonl.zst"
+    link = spawn_local(preset_spec("demo"), str(record))
+    for item in link.items():
+        if isinstance(item, Progress):  # the child is up and importing vLLM
+            break
+    started = time.monotonic()
+    link.close(timeout=0.8)
+    assert time.monotonic() - started < 1.5
+    deadline = time.monotonic() + 2
+    while not _gone(link.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _gone(link.pid), "the engine process outlived its owner's close by 2 s"
+    assert not record.exists()
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie nobody reaped yet counts as exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
