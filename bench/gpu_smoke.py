@@ -3,8 +3,8 @@
 1. Builds a tiny random-weight OPT model (2 layers, hidden 128, 2 heads of 64, fp16) and a
    byte-level BPE tokenizer trained on the seed's own prompt source (vllm/core/scheduler.py),
    locally, with transformers and tokenizers: nothing is downloaded.
-2. Runs a seed-shaped workload (the seed's prompts, n=8, chunked prefill, 4096 batched tokens;
-   fewer requests) on the gpu backend for --steps steps, with the observatory attached (the
+2. Runs a seed-shaped workload (the seed's prompts, n=8, chunked prefill, 4096 batched tokens,
+   8192 GPU and 7281 CPU blocks; fewer requests) on the gpu backend for --steps steps, with the observatory attached (the
    Session, exactly as `observatory run` drives it) and bare (vLLM's own `LLMEngine.step()`
    loop on the same engine build and requests), in alternating pairs. Each arm runs in its own
    process, so every engine gets a fresh CUDA context and a freed GPU.
@@ -71,12 +71,18 @@ def build_tiny_opt(dest: str | os.PathLike[str], *, vocab_size: int = 512, seed:
     return dest
 
 
+SEED_CPU_BLOCKS = 7281  # the seed's count (4 GiB on OPT-125m): the tiny model gets the same
+
+
 def smoke_spec(model_dir: str, steps: int, requests: int):
-    """The seed's workload shape on the tiny model (seed-5578 with fewer requests)."""
+    """The seed's workload shape on the tiny model (seed-5578 with fewer requests), with the
+    seed's block counts: 8192 GPU blocks and 7281 CPU blocks, the latter through the swap-space
+    translation (a few hundred MB of pinned memory for this model, not 4 GiB)."""
     from engine.spec import preset_spec
 
     return preset_spec("seed-5578", backend="gpu", model=model_dir, tokenizer=model_dir,
-                       requests=requests, max_steps=steps).validated()
+                       requests=requests, max_steps=steps,
+                       num_cpu_blocks=SEED_CPU_BLOCKS).validated()
 
 
 # ---- one arm, in its own process -------------------------------------------------------------
