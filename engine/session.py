@@ -18,6 +18,13 @@ Two kinds of failure end a run, and the stream says which:
   two can be told apart even though both come out of `step()`.
 The engine is not reusable after either; start a new Session with the same spec.
 
+Two clocks, one per backend (engine.timeaxis names them in the header): on the sim, arrivals
+(`--arrival-rate`, bursts) follow the cost model's simulated clock, which jumps over idle time; on
+a GPU they follow the wall clock, and an idle engine waits for the next arrival in real time.
+Either way vLLM's own `arrival_time` stamps are on its real clock (time.time()), so its queue-time
+and TTFT metrics are seconds, not the ~1.7e9 that stamps counted from 0.0 gave. Every step's
+executor call is timed (`exec_s`, engine.adapters.exec_timing).
+
 Once the initial requests are added the session moves everything alive into the garbage
 collector's permanent generation (`gc.freeze()`): the seed's 10,000 requests are ~80,000
 sequences that every full collection would otherwise re-scan (0.2-0.8 s each), which costs the
