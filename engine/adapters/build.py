@@ -22,6 +22,7 @@ from engine.errors import ConfigError
 from engine.spec import RunSpec
 
 MODELS_DIR = Path(__file__).parent / "models"
+MAX_SYNTHETIC_TOKEN_ID = 50_002  # engine.workload's --prompt-len ids: (i * 7919 + k) % 50000 + 3
 
 
 @dataclass
@@ -139,6 +140,12 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
     else:
         from vllm.executor.gpu_executor import GPUExecutor
 
+        vocab = config.model_config.get_vocab_size()
+        if spec.prompt_len is not None and vocab <= MAX_SYNTHETIC_TOKEN_ID:
+            # a real model would index its embedding out of range (a CUDA device-side assert)
+            raise ConfigError(f"--prompt-len sends token ids up to {MAX_SYNTHETIC_TOKEN_ID}, "
+                              f"beyond {spec.model_name!r}'s vocabulary of {vocab:,}: leave "
+                              f"--prompt-len out to send the seed's text")
         executor_class = GPUExecutor
     with build_errors(spec.model_name):
         engine = LLMEngine(**config.to_dict(),
