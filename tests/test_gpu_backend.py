@@ -11,6 +11,7 @@ import csv
 import importlib.util
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -444,3 +445,31 @@ def _gone(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+async def test_a_gpu_recording_replays_on_its_measured_axis(tmp_path, demo_run):
+    """A real run's records re-labelled as measured on a GPU: the replay's token plot, status
+    line and step detail all say "GPU s", and the token rates are over exec_s."""
+    from tui.launch import replay_app
+    from tui.run_plot import RunPlot
+    from tui.status_bar import StatusBar
+    from tui.step_detail import StepDetail
+
+    items = demo_run("strict", max_steps=300)
+    header = msgspec.structs.replace(items[0], backend="gpu", time_axis="gpu",
+                                     device=DeviceInfo(name="NVIDIA Test"))
+    path = tmp_path / "gpu.jsonl"
+    path.write_bytes(b"\n".join(encode(i) for i in [header, *items[1:]]) + b"\n")
+    app = replay_app([str(path)], autoplay=False)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("end")
+        await pilot.pause()
+        screen = app.main_screen
+        assert screen.query_one("#plot-tokens", RunPlot).title == "tokens/GPU s"
+        status = str(screen.query_one(StatusBar).render())
+        assert re.search(r"GPU [\d,]+\.\d s", status) and not re.search(r"sim [\d,.]+ s", status)
+        assert "exec " in str(screen.query_one(StepDetail).render())
+        _, gen = screen.view.series("gen_tps", 0, 299, 1)
+        steps = _steps(items)
+        assert gen[0] == pytest.approx(sum(s.generated_tokens for s in steps)
+                                       / sum(s.exec_s for s in steps))
