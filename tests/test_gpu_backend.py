@@ -400,6 +400,22 @@ def test_gpu_seed_prompts_are_tokenized_by_vllm():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
+def test_gpu_tiny_offline_model_records_measured_time(tmp_path, monkeypatch):
+    """Offline: the smoke's tiny model on the real GPU executor, seed-shaped, 30 steps."""
+    from conftest import run_items
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    smoke = _gpu_smoke()
+    model_dir = str(smoke.build_tiny_opt(tmp_path / "tiny"))
+    items = run_items(smoke.smoke_spec(model_dir, steps=30, requests=32))
+    header, steps = items[0], _steps(items)
+    assert header.time_axis == "gpu" and header.device.name and header.device.capability
+    assert len(steps) == 30 and all(s.cpu_total == smoke.SEED_CPU_BLOCKS for s in steps)
+    assert all(0 < s.exec_s < s.wall_s for s in steps)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
 def test_gpu_smoke_runs(tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_smoke.py"), "--steps", "30",
                           "--pairs", "1", "--requests", "32"],

@@ -14,6 +14,11 @@ are all outside it.
 - sim: the executor computes nothing; `exec_s` is the real time its Python takes (sampling ids
   from a seeded RNG), so a sim recording's measured column is honest about being tiny.
 
+What the executor call contains in vLLM 0.5 (no async output processing yet): the worker's
+swap-in/swap-out/copy of KV blocks for this step, preparing the input tensors, the forward pass
+(a CUDA graph for small decode batches unless eager) and sampling, whose results come back to
+the host. So on issue #5578's workload `exec_s` includes the cost of the swapping itself.
+
 The wrapper replaces `execute_model` on the executor *instance* (never on the class, so two
 engines in one process never share a timer) and leaves everything else of vLLM untouched.
 """
