@@ -489,3 +489,30 @@ async def test_a_gpu_recording_replays_on_its_measured_axis(tmp_path, demo_run):
         steps = _steps(items)
         assert gen[0] == pytest.approx(sum(s.generated_tokens for s in steps)
                                        / sum(s.exec_s for s in steps))
+
+
+def test_gpu_engine_config_for_the_demo_preset_on_a_local_model(tmp_path, monkeypatch):
+    """The gpu backend's own config path (everything before the GPU executor), on a CPU: the
+    demo preset's num_cpu_blocks becomes a swap space, recorded with the count it yields."""
+    from engine.adapters.build import engine_config
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model_dir = str(_gpu_smoke().build_tiny_opt(tmp_path / "tiny"))
+    config, translation = engine_config(preset_spec("demo", backend="gpu", model=model_dir,
+                                                    tokenizer=model_dir).validated())
+    assert translation is not None and translation["num_cpu_blocks"] == 512
+    assert translation["derived_cpu_blocks"] == 512
+    # 2 layers x (K and V) x 16 tokens x 2 heads x 64 x fp16
+    assert translation["block_bytes"] == 2 * 2 * 16 * 2 * 64 * 2
+    assert config.cache_config.swap_space_bytes == pytest.approx(512.5 * translation["block_bytes"])
+
+
+def test_a_gpu_model_that_does_not_exist_is_one_line_naming_the_cause(tmp_path, monkeypatch):
+    from engine.adapters.build import engine_config
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    missing = str(tmp_path / "no-such-model")
+    with pytest.raises(ConfigError) as caught:
+        engine_config(preset_spec("demo", backend="gpu", model=missing).validated())
+    message = str(caught.value)
+    assert "\n" not in message and "model not found" in message and missing in message

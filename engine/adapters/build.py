@@ -78,16 +78,12 @@ def _summarize_config(config: Any) -> dict[str, Any]:
     return out
 
 
-def build_engine(spec: RunSpec) -> BuiltEngine:
-    """Construct the engine; raise ConfigError for anything the user can fix."""
-    if spec.backend == "gpu" and not cuda_available():
-        raise ConfigError("the gpu backend needs a CUDA device and none was found: "
-                          "use --backend sim")
-    import vllm
-    from vllm import EngineArgs, LLMEngine
-    from vllm.usage.usage_lib import UsageContext
+def engine_config(spec: RunSpec) -> tuple[Any, dict[str, Any] | None]:
+    """vLLM's EngineConfig for `spec` (no engine, no CUDA needed), and on the gpu backend with
+    `num_cpu_blocks` the swap-space translation the header records (engine.adapters.swap_space).
+    Raises ConfigError."""
+    from vllm import EngineArgs
 
-    logs.install()  # in case vLLM was imported (and configured its logging) before us
     if spec.backend == "sim":
         model = sim_model_dir(spec.model_name)
         args = EngineArgs(
@@ -126,6 +122,20 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
                                                         swap_space.cache_block_bytes(config))
         config = _engine_config(args)
         swap_translation = swap_space.translation(spec.num_cpu_blocks, config)
+    return config, swap_translation
+
+
+def build_engine(spec: RunSpec) -> BuiltEngine:
+    """Construct the engine; raise ConfigError for anything the user can fix."""
+    if spec.backend == "gpu" and not cuda_available():
+        raise ConfigError("the gpu backend needs a CUDA device and none was found: "
+                          "use --backend sim")
+    import vllm
+    from vllm import LLMEngine
+    from vllm.usage.usage_lib import UsageContext
+
+    logs.install()  # in case vLLM was imported (and configured its logging) before us
+    config, swap_translation = engine_config(spec)
 
     count_tokens = None
     stop_token_ids: list[int] = []
@@ -151,15 +161,15 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
         engine = LLMEngine(**config.to_dict(),
                            executor_class=executor_class, log_stats=True,
                            usage_context=UsageContext.ENGINE_CONTEXT)
-    engine_config = _summarize_config(config)
+    config_summary = _summarize_config(config)
     if swap_translation is not None:
-        engine_config["swap_space_from_num_cpu_blocks"] = swap_translation
+        config_summary["swap_space_from_num_cpu_blocks"] = swap_translation
     return BuiltEngine(
         engine=engine,
         model=spec.model_name,
         vllm_version=vllm.__version__,
         max_model_len=config.model_config.max_model_len,
-        engine_config=engine_config,
+        engine_config=config_summary,
         count_tokens=count_tokens,
         text_prompts=spec.backend == "gpu" and spec.prompt_len is None,
         stop_token_ids=stop_token_ids,
@@ -168,10 +178,10 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
 
 def _engine_config(args: Any) -> Any:
     """vLLM's EngineConfig for `args`; its complaints (bad knob, unknown model) as one line."""
-    with build_errors(args.model):
+    with build_errors(args.model):  # an OSError (no such model, no config) names its cause
         try:
             return args.create_engine_config()
-        except (ValueError, OSError) as exc:
+        except ValueError as exc:
             raise ConfigError(f"vLLM rejected the engine config: "
                               f"{str(exc).splitlines()[0]}") from None
 

@@ -30,7 +30,8 @@ _CAUSES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
       "GatedRepoError", "FileNotFoundError"),
      ("can't load tokenizer", "can't load the configuration", "does not appear to have a file",
       "no such file or directory", "is not a local folder", "not a valid model identifier",
-      "couldn't connect to", "we couldn't connect", "tokenizer", "safetensors", "no file named")),
+      "couldn't connect to", "we couldn't connect", "path_or_model_id", "tokenizer",
+      "safetensors", "no file named")),
 )
 
 
