@@ -4,15 +4,17 @@
    byte-level BPE tokenizer trained on the seed's own prompt source (vllm/core/scheduler.py),
    locally, with transformers and tokenizers: nothing is downloaded.
 2. Runs a seed-shaped workload (the seed's prompts, n=8, chunked prefill, 4096 batched tokens,
-   8192 GPU and 7281 CPU blocks; fewer requests) on the gpu backend for --steps steps, with the observatory attached (the
-   Session, exactly as `observatory run` drives it) and bare (vLLM's own `LLMEngine.step()`
-   loop on the same engine build and requests), in alternating pairs. Each arm runs in its own
+   8192 GPU and 7281 CPU blocks; fewer requests) on the gpu backend for --steps steps, with
+   the observatory attached (the Session, exactly as `observatory run` drives it) and bare
+   (vLLM's own `LLMEngine.step()` loop on the same engine build and requests), in alternating
+   pairs. Each arm runs in its own
    process, so every engine gets a fresh CUDA context and a freed GPU.
 3. Prints the device, `exec_s` statistics (the CUDA-synchronised executor time per step) and
    the observer's overhead: median seconds per step observed / bare - 1, over the pairs.
 
 Without CUDA it prints one "skipped" line and exits 0. The model builder (`build_tiny_opt`) runs
-on any CPU; tests/test_gpu_backend.py builds one and drives it through the sim backend.
+on any CPU; tests/test_gpu_backend.py builds one and drives it through the sim backend and
+through the gpu backend's config path.
 
 Run: python bench/gpu_smoke.py [--steps 200] [--pairs 3] [--requests 256] [--keep DIR]
 """

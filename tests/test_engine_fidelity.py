@@ -135,5 +135,6 @@ def test_sim_runs_are_deterministic(demo_run):
     _, items = observed_run(spec)
     b = [i for i in items if isinstance(i, StepRecord)]
     measured = ("wall_s", "exec_s")  # real time: differs between any two runs
-    strip = lambda r: {k: getattr(r, k) for k in r.__struct_fields__ if k not in measured}  # noqa: E731
+    strip = lambda r: {k: getattr(r, k)  # noqa: E731
+                       for k in r.__struct_fields__ if k not in measured}
     assert [strip(r) for r in a] == [strip(r) for r in b]
