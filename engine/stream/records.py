@@ -85,7 +85,8 @@ class Arrivals(msgspec.Struct, tag="arrivals", tag_field="kind", kw_only=True, g
     source: str  # "workload" or "burst"
     request_ids: list[str]
     prompt_tokens: list[int]
-    arrival_s: list[float]  # each request's simulated arrival time (<= sim_s)
+    arrival_s: list[float]  # each request's arrival on the run's time axis (engine.timeaxis):
+    # simulated (<= sim_s) on the sim, measured seconds since the run started on a GPU
 
 
 class PolicyChanged(msgspec.Struct, tag="policy", tag_field="kind", kw_only=True, gc=False):
