@@ -179,6 +179,7 @@ def test_serial_sweep_rows_are_the_cells_summaries(serial_sweep):
         # the kept recording summarizes to the row: one definition of every number
         recording = load_recording(out / row["recording"])
         summary = msgspec.to_builtins(summarize(recording.all_items()))
+        assert summary.pop("time_axis") == "sim" and summary.pop("exec_seconds") > 0  # not rows
         assert {k: row[k] for k in SUMMARY_COLUMNS} == summary
         assert recording.header.spec["num_cpu_blocks"] == row["num_cpu_blocks"]
         assert recording.header.spec["policy"] == row["policy"]

@@ -31,7 +31,8 @@ def register(subparsers: Any) -> None:
     compare = subparsers.add_parser(
         "compare", help="compare recordings side by side, with a CPU KV plot",
         description="Compare recorded runs: peak CPU KV %, peak swapped, abort step, "
-                    "throughput and TTFT in simulated time, withheld-prefill steps; then one "
+                    "throughput and TTFT on each recording's time axis (simulated, or measured "
+                    "on a GPU), withheld-prefill steps; then one "
                     "terminal plot of CPU KV-cache usage over steps.")
     compare.add_argument("paths", metavar="PATH", nargs="+", help="two or more recordings")
     compare.add_argument("--json", action="store_true", help="print the metrics as JSON, no plot")
@@ -42,7 +43,8 @@ def register(subparsers: Any) -> None:
     export = subparsers.add_parser(
         "export", help="export a recording as CSV (one row per step) or a Perfetto trace",
         description="Export a recording: CSV with one row per step, or a Chrome-trace JSON "
-                    "that opens in ui.perfetto.dev (steps on a simulated-time timeline).")
+                    "that opens in ui.perfetto.dev (steps on the recording's time axis: "
+                    "simulated, or measured on a GPU).")
     export.add_argument("path", metavar="PATH", help="a recording")
     export.add_argument("--format", choices=("csv", "perfetto"), required=True,
                         help="csv or perfetto")
