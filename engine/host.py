@@ -62,6 +62,7 @@ class EngineHost:
         self.recorder = None  # engine.stream.recorder.Recorder while recording
         self.finished: RunFinished | None = None
         self.start_error: str | None = None  # the engine could not start (one line)
+        self.start_error_is_usage = False  # ... because of the user's input (a ConfigError)
         self.done = threading.Event()  # the run is over (or never started) and recorded
         self.last_progress: Progress | None = None
         self.last_state = StateChanged(state="starting", step=0)
@@ -161,6 +162,7 @@ class EngineHost:
         try:
             self.prepare()
         except ConfigError as exc:
+            self.start_error_is_usage = True
             return self._fail(str(exc))
         except Exception as exc:  # noqa: BLE001  the engine could not start: say so, once
             text = str(exc).strip()

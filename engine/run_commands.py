@@ -119,6 +119,8 @@ def _exit_code(host, signals: list[int]) -> int:
     if host.start_error is not None and host.finished is None:
         if signals:
             return 128 + signals[0]
+        if host.start_error_is_usage:  # the message already names the flag and the fix
+            raise ConfigError(host.start_error)
         raise ConfigError(f"the engine could not start: {host.start_error}")
     if signals:
         return 128 + signals[0]
