@@ -12,8 +12,9 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from engine import options
+from engine import console, options
 from engine.errors import ConfigError
+from engine.safe_text import safe
 from engine.spec import RunSpec, preset_spec
 
 EXIT_OK, EXIT_VERIFY_FAILED, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3
@@ -76,15 +77,20 @@ def build_parser(prog: str = "observatory") -> tuple[argparse.ArgumentParser, An
     return parser, sub
 
 
-def dispatch(args: argparse.Namespace) -> int:
-    """Run a parsed command; ConfigError becomes one line on stderr and exit 2."""
+def dispatch(args: argparse.Namespace, guard_output: bool = True) -> int:
+    """Run a parsed command; ConfigError becomes one line on stderr and exit 2, and so does a
+    failed write to stdout or stderr (engine.console). `guard_output=False` for the Textual
+    commands, which own the terminal."""
+    if guard_output:
+        console.guard()
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
     except ConfigError as exc:
-        sys.stderr.write(f"observatory: error: {exc}\n")
-        return EXIT_USAGE
-    except BrokenPipeError:  # `observatory run --record - | head` closed our stdout
-        return EXIT_OK
+        console.say(f"observatory: error: {safe(exc)}")  # may quote a file's content
+        code = EXIT_USAGE
+    except console.OutputError as exc:
+        return console.fail(exc)
+    return console.finish(code) if guard_output else code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -184,7 +184,7 @@ def parse_text(option: Option, text: str, where: str, allow_none: bool = True) -
     """A value as a user typed it ("4", "1e-3", "none", "true") -> the field's value, checked."""
     raw = text.strip()
     if option.setting.parse is not None:
-        value = option.setting.parse(raw)
+        value = _parse(option, raw, where)
     elif allow_none and option.optional and raw.lower() in NULL_WORDS:
         value = None
     elif option.kind is int:
@@ -204,6 +204,16 @@ def parse_text(option: Option, text: str, where: str, allow_none: bool = True) -
     else:
         value = raw
     return check_value(option, value, where)
+
+
+def _parse(option: Option, text: str, where: str) -> Any:
+    assert option.setting.parse is not None
+    try:
+        return option.setting.parse(text)
+    except ConfigError as exc:
+        message = str(exc)
+        raise ConfigError(message if message.startswith(where) else f"{where}: {message}") \
+            from None
 
 
 def parse_setting(name: str, text: str, where: str | None = None) -> Any:
@@ -255,7 +265,7 @@ def _typed(option: Option, value: Any, where: str) -> Any:
         return from_mapping(kind, value, where)
     if option.setting.parse is not None:
         if isinstance(value, str):
-            return check_value(option, option.setting.parse(value), where)
+            return check_value(option, _parse(option, value, where), where)
         try:
             value = msgspec.convert(value, kind)
         except msgspec.ValidationError as exc:
@@ -285,13 +295,19 @@ def _flag_type(option: Option) -> Callable[[str], Any]:
         except ConfigError as exc:
             message = str(exc)  # argparse names the flag itself
             for prefix in (option.flag + ": ", option.flag + " "):
-                if message.startswith(prefix):
+                while message.startswith(prefix):
                     message = message[len(prefix):]
-                    break
             raise argparse.ArgumentTypeError(message) from None
 
     convert.__name__ = option.kind.__name__ if isinstance(option.kind, type) else "value"
     return convert
+
+
+def bounded(kind: type, lo: float | None = None, hi: float | None = None,
+            flag: str = "") -> Callable[[str], Any]:
+    """An argparse `type=` for a flag that is not a RunSpec field (e.g. the TUI's --window):
+    the same parsing, bounds and messages as the declared settings."""
+    return _flag_type(Option("value", kind, False, None, Setting("", lo=lo, hi=hi, flag=flag)))
 
 
 def add_flags(group: Any, cls: type | None = None) -> None:
