@@ -321,12 +321,14 @@ def add_flags(group: Any, cls: type | None = None) -> None:
             group.add_argument(option.flag, dest=option.name, default=None,
                                action=argparse.BooleanOptionalAction, help=s.help + shown)
             continue
-        kwargs: dict[str, Any] = {"dest": option.name, "default": None, "help": s.help + shown,
-                                  "type": _flag_type(option)}
+        bounds = f"; {option.describe()}" if s.lo is not None or s.hi is not None else ""
+        kwargs: dict[str, Any] = {"dest": option.name, "default": None,
+                                  "help": s.help + bounds + shown, "type": _flag_type(option)}
         if s.append:
             kwargs["action"] = "append"
-        metavar = s.metavar or (None if s.choices is None else
-                                "{" + ",".join(str(c) for c in s.choices) + "}")
+        metavar = s.metavar or (
+            "{" + ",".join(str(c) for c in s.choices) + "}" if s.choices is not None
+            else {int: "N", float: "X"}.get(option.kind))
         if metavar:
             kwargs["metavar"] = metavar
         group.add_argument(option.flag, **kwargs)

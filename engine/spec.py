@@ -60,13 +60,14 @@ class RunSpec(msgspec.Struct, kw_only=True):
     """
 
     backend: Annotated[str, Setting("engine backend", choices=("sim", "gpu"))] = "sim"
-    preset: Annotated[str, Setting("workload preset: seed-5578 or demo")] = "seed-5578"
+    preset: Annotated[str, Setting("workload preset: seed-5578 or demo",
+                                   metavar="NAME")] = "seed-5578"
     # None: opt-125m (sim: packaged config; gpu: facebook/opt-125m)
     model: Annotated[str | None, Setting(
         "sim: packaged config name or dir with config.json; gpu: hub id or local path "
-        "(default: opt-125m)")] = None
+        "(default: opt-125m)", metavar="NAME")] = None
     tokenizer: Annotated[str | None, Setting(
-        "local HF tokenizer dir (sim: real prompt lengths)")] = None
+        "local HF tokenizer dir (sim: real prompt lengths)", metavar="DIR")] = None
 
     # vLLM engine knobs (the seed's values by default)
     num_gpu_blocks: Annotated[int, Setting(
@@ -113,7 +114,7 @@ class RunSpec(msgspec.Struct, kw_only=True):
 
     # observation
     policy: Annotated[str, Setting(
-        "off | strict | watermark[:F] (default: off)", check=_policy)] = "off"
+        "off | strict | watermark[:F]", metavar="POLICY", check=_policy)] = "off"
     max_steps: Annotated[int | None, Setting(
         "stop after this many steps", lo=1, hi=MAX_STEP)] = None
     # (step, policy): switch before that step runs
@@ -122,7 +123,8 @@ class RunSpec(msgspec.Struct, kw_only=True):
         check=_check_toggles, append=True)] = []
 
     cost: Annotated[CostModel, Setting(
-        "sim cost model, e.g. base_s=0.004,per_decode_seq_s=2e-5", metavar="K=V,...",
+        "sim cost model in seconds, each from 0 to 60, e.g. base_s=0.004,per_decode_seq_s=2e-5 "
+        "(keys: engine/costmodel.py)", metavar="K=V,...",
         parse=CostModel.parse, check=_check_cost)] = CostModel()
 
     def to_dict(self) -> dict[str, Any]:
