@@ -89,7 +89,8 @@ class RunSpec(msgspec.Struct, kw_only=True):
         "the policies have nothing to gate)", flag="--chunked-prefill")] = True
 
     # workload
-    requests: Annotated[int, Setting("requests in the workload", lo=1, hi=10_000_000)] = 10_000
+    # 100x the seed's: at t=0 vLLM holds every request (and its n sequences) in memory
+    requests: Annotated[int, Setting("requests in the workload", lo=1, hi=1_000_000)] = 10_000
     n: Annotated[int, Setting("samples per request", lo=1, hi=4096)] = 8
     max_tokens: Annotated[int, Setting(
         "tokens generated per sample at most", lo=1, hi=10_000_000)] = 1000

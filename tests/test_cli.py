@@ -221,3 +221,18 @@ def test_an_error_quoting_a_file_is_escaped(tmp_path):
     result = observatory("run", "--config", str(config), "--no-record")
     assert result.returncode == 2
     assert "\x1b" not in result.stderr and "\\x1b" in result.stderr
+
+
+def test_a_bad_header_spec_names_its_file_and_key(tmp_path):
+    import zstandard
+
+    with zstandard.ZstdDecompressor().stream_reader(open(RECORDING, "rb"),
+                                                    read_across_frames=True) as reader:
+        lines = reader.read().decode().splitlines()
+    header = json.loads(lines[0])
+    header["spec"]["requests"] = "5"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    result = observatory("verify", str(bad))
+    _one_line_exit_2(result, f"{bad}: run spec: requests must be an integer from 1 to "
+                             f"1,000,000, got str '5'")

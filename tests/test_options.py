@@ -148,7 +148,7 @@ BAD = [
 CONFIGS = [
     ("[cost]\nwarp = 1.0\n", "unknown setting 'warp'"),  # as --cost warp=1 is refused
     (NAN_COST, ": cost: base_s must be a number from 0 to 60 (a finite number), got nan"),
-    ("requests = \"5\"\n", ": requests must be an integer from 1 to 10,000,000, got str '5'"),
+    ("requests = \"5\"\n", ": requests must be an integer from 1 to 1,000,000, got str '5'"),
     ("seed = -1\n", ": seed must be an integer from 0"),
     ("swap_space_gib = inf\n", ": swap_space_gib must be a number > 0"),
     ("enable_chunked_prefill = 1\n", ": enable_chunked_prefill must be true or false"),
@@ -187,9 +187,16 @@ def test_swap_space_that_holds_no_block_is_refused_before_the_run():
         "this model: give at least 0.00055 GiB, or --num-cpu-blocks")
 
 
-def test_bad_grid_value_is_one_line(tmp_path):
-    result = observatory("sweep", "--preset", "demo", "--grid", "seed=1,-1", "--serial",
-                         "-o", str(tmp_path / "s"))
+@pytest.mark.parametrize("args, message", [
+    (["--grid", "seed=1,-1"], "--grid seed=-1 must be an integer from 0 to 4,294,967,295, got -1"),
+    (["--grid", "swap-space=nan"], "--grid swap_space_gib=nan must be a number > 0 and <= 1024 "
+                                   "(a finite number), got nan"),
+    (["--seeds", str(10**12)], "--seeds must be from 1 to 1,000,000, got 1000000000000"),
+    (["--seed", "4294967295", "--seeds", "2"],
+     "--seeds 2: the last seed must be an integer from 0 to 4,294,967,295, got 4294967296"),
+])
+def test_bad_grid_value_is_one_line(tmp_path, args, message):
+    result = observatory("sweep", "--preset", "demo", *args, "--serial", "-o",
+                         str(tmp_path / "s"))
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip() == ("observatory: error: --grid seed=-1 must be an integer "
-                                     "from 0 to 4,294,967,295, got -1")
+    assert result.stderr.strip() == f"observatory: error: {message}"

@@ -17,9 +17,11 @@ from typing import Any
 import msgspec
 
 from engine.errors import ConfigError
-from engine.options import lookup, parse_setting
+from engine.options import check_value, lookup, parse_setting
 from engine.policy import parse_policy
 from engine.spec import RunSpec
+
+MAX_SEEDS = 1_000_000  # the axis is built before --max-cells is checked: keep it cheap
 
 # Fields that cannot be an axis, and why (the error says it).
 NOT_GRIDDABLE = {
@@ -98,8 +100,9 @@ def build_axes(grid: list[str], seeds: int | None, base: RunSpec) -> list[Axis]:
     if repeated:
         raise ConfigError(f"--grid {repeated[0]} given twice: put all its values in one --grid")
     if seeds is not None:
-        if seeds < 1:
-            raise ConfigError(f"--seeds must be at least 1, got {seeds}")
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise ConfigError(f"--seeds must be from 1 to {MAX_SEEDS:,}, got {seeds}")
+        check_value(lookup("seed"), base.seed + seeds - 1, f"--seeds {seeds}: the last seed")
         if "seed" in names:
             raise ConfigError("give --seeds N or --grid seed=..., not both")
         texts = tuple(str(base.seed + i) for i in range(seeds))
