@@ -142,7 +142,7 @@ SWEEP_BAD = [
     (["sweep-report", "{tmp}/missing"], "no sweep.toml here"),
     (["sweep-browse", "{tmp}/missing"], "no sweep.toml here"),
     (["sweep", *BASE, "--grid", "n=1,2", "--seeds", "0", "-o", "{tmp}/x"],
-     "--seeds must be at least 1"),
+     "--seeds must be from 1 to 1,000,000, got 0"),
 ]
 
 
