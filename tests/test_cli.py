@@ -236,3 +236,16 @@ def test_a_bad_header_spec_names_its_file_and_key(tmp_path):
     result = observatory("verify", str(bad))
     _one_line_exit_2(result, f"{bad}: run spec: requests must be an integer from 1 to "
                              f"1,000,000, got str '5'")
+
+
+def test_sweep_report_escapes_a_rows_strings(tmp_path):
+    out = tmp_path / "s"
+    made = observatory("sweep", "--preset", "demo", "--grid", "n=1", "--max-steps", "3",
+                       "--serial", "--no-report", "-o", str(out))
+    assert made.returncode == 0, made.stderr
+    row = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    row.update(status="failed", message="[/bold]" + HOSTILE)
+    (out / "results.jsonl").write_text(json.dumps(row) + "\n")
+    result = observatory("sweep-report", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "[/bold]Aborted\\x1b]0;pwned" in result.stdout and "\x1b" not in result.stdout
