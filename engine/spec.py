@@ -3,8 +3,10 @@ the simulated cost model. It is what a recording's header stores, so `verify` ca
 exact run from a file.
 
 Presets are plain dicts of overrides on the defaults, and every field can be overridden again
-from the command line. `RunSpec.validated()` turns bad input into a ConfigError whose message is
-one line that says what is wrong and how to fix it.
+from a config file and the command line. Each field's `Setting` (engine/options.py) is its one
+declaration: help, bounds and flag, from which the flags, config keys and grid keys are made.
+`RunSpec.validated()` checks those bounds plus the rules that span fields, and turns bad input
+into a ConfigError whose message is one line that says what is wrong and how to fix it.
 """
 
 from __future__ import annotations
@@ -153,6 +155,7 @@ class RunSpec(msgspec.Struct, kw_only=True):
                               f"sequence slot)")
         check_block_memory(self.num_gpu_blocks, self.num_cpu_blocks or 0)
         return self
+
 
 PRESETS: dict[str, dict[str, Any]] = {
     # vLLM issue #5578 exactly: LLM(model="facebook/opt-125m", enable_chunked_prefill=True,
