@@ -12,6 +12,8 @@ import argparse
 import sys
 from typing import Any, Sequence
 
+import msgspec
+
 from engine import console, options
 from engine.errors import ConfigError
 from engine.safe_text import safe
@@ -55,7 +57,11 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         raise ConfigError("give --num-cpu-blocks or --swap-space, not both")
     fields.update(given)
     preset = fields.pop("preset", None) or "seed-5578"
-    return preset_spec(preset, **fields).validated()
+    spec = preset_spec(preset, **fields)
+    if "swap_space_gib" in given and spec.num_cpu_blocks is not None:
+        # --swap-space decides the CPU blocks, also over a preset's or config file's count
+        spec = msgspec.structs.replace(spec, num_cpu_blocks=None)
+    return spec.validated()
 
 
 # ---------------------------------------------------------------------- parser

@@ -200,3 +200,13 @@ def test_bad_grid_value_is_one_line(tmp_path, args, message):
                          str(tmp_path / "s"))
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == f"observatory: error: {message}"
+
+
+def test_swap_space_flag_overrides_a_presets_cpu_blocks():
+    from engine.cli import build_parser, spec_from_args
+
+    parser, _ = build_parser()
+    demo = spec_from_args(parser.parse_args(["run", "--preset", "demo"]))
+    assert demo.num_cpu_blocks == 512
+    swapped = spec_from_args(parser.parse_args(["run", "--preset", "demo", "--swap-space", "2"]))
+    assert (swapped.num_cpu_blocks, swapped.swap_space_gib) == (None, 2.0)
