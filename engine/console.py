@@ -96,6 +96,16 @@ class _Guarded:
 
 def guard() -> None:
     """Install the stubs and wrappers (idempotent)."""
+    stub_missing_streams()
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if not isinstance(stream, _Guarded):
+            setattr(sys, name, _Guarded(stream, name))
+
+
+def stub_missing_streams() -> None:
+    """Only the stubs for streams the process started without (also for the Textual commands:
+    `replay -` with stdin closed is then "cannot read", not an AttributeError)."""
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         if getattr(sys, name) is None:
             try:
@@ -105,10 +115,6 @@ def guard() -> None:
             except OSError:
                 pass
             setattr(sys, name, _Closed(name))
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        if not isinstance(stream, _Guarded):
-            setattr(sys, name, _Guarded(stream, name))
 
 
 def say(line: str) -> None:

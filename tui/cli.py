@@ -22,9 +22,18 @@ DEFAULT_WINDOW = 2000
 MAX_WINDOW = 1_000_000  # steps of plot history kept in memory per series
 
 
+def need_terminal() -> None:
+    """Textual reads keys from stdin and draws on stdout: both must exist."""
+    if sys.__stdin__ is None or sys.__stdout__ is None:
+        closed = "stdin" if sys.__stdin__ is None else "stdout"
+        raise ConfigError(f"{closed} is closed: the TUI needs a terminal (for headless use: "
+                          f"observatory run, summary, ...)")
+
+
 def cmd_live(args: argparse.Namespace) -> int:
     from tui.launch import live
 
+    need_terminal()
     if args.connect:
         return live(None, window=args.window, connect=(args.connect, read_token(args)))
     spec = spec_from_args(args)
@@ -52,6 +61,7 @@ def read_token(args: argparse.Namespace) -> str:
 def cmd_replay(args: argparse.Namespace) -> int:
     from tui.launch import replay
 
+    need_terminal()
     return replay(args.paths, speed=args.speed, follow=args.follow, lenient=args.lenient)
 
 
