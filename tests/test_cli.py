@@ -249,3 +249,11 @@ def test_sweep_report_escapes_a_rows_strings(tmp_path):
     result = observatory("sweep-report", str(out))
     assert result.returncode == 0, result.stderr
     assert "[/bold]Aborted\\x1b]0;pwned" in result.stdout and "\x1b" not in result.stdout
+
+
+def test_the_tui_without_stdin_is_one_line():
+    result = subprocess.run([sys.executable, "-m", "tui.cli", "replay", "-"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300,
+                            preexec_fn=lambda: __import__("os").close(0))
+    _one_line_exit_2(result, "stdin is closed: the TUI needs a terminal (for headless use: "
+                             "observatory run, summary, ...)")
