@@ -87,7 +87,10 @@ def dispatch(args: argparse.Namespace, guard_output: bool = True) -> int:
     """Run a parsed command; ConfigError becomes one line on stderr and exit 2, and so does a
     failed write to stdout or stderr (engine.console). `guard_output=False` for the Textual
     commands, which own the terminal."""
-    console.guard() if guard_output else console.stub_missing_streams()
+    if guard_output:
+        console.guard()
+    else:
+        console.stub_missing_streams()
     try:
         code = int(args.func(args))
     except ConfigError as exc:
