@@ -28,6 +28,21 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """argparse drops a failed write (`--help > /dev/full` would exit 0): say so instead."""
+        stream = file or sys.stderr
+        if not message or stream is None:
+            return super()._print_message(message, file)
+        try:
+            stream.write(message)
+            stream.flush()
+        except (OSError, ValueError) as exc:
+            name = "stdout" if stream is sys.stdout else "stderr"
+            console.fail(console.OutputError(getattr(exc, "errno", None) or 5,
+                                             f"cannot write to {name}: "
+                                             f"{getattr(exc, 'strerror', None) or exc}"))
+            sys.exit(console.EXIT_OUTPUT)
+
 
 # ---------------------------------------------------------------------- run flags
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
@@ -102,6 +117,7 @@ def dispatch(args: argparse.Namespace, guard_output: bool = True) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    console.stub_missing_streams()  # before argparse writes help or an error
     parser, _ = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -129,8 +129,9 @@ def _one_line_exit_2(result: subprocess.CompletedProcess, message: str) -> None:
 
 @pytest.mark.parametrize("args", [["summary", RECORDING], ["summary", RECORDING, "--json"],
                                   ["export", RECORDING, "--format", "csv", "-o", "-"],
-                                  ["compare", RECORDING, RECORDING, "--no-plot"]],
-                         ids=["summary", "summary --json", "export -o -", "compare"])
+                                  ["compare", RECORDING, RECORDING, "--no-plot"],
+                                  ["run", "--help"]],
+                         ids=["summary", "summary --json", "export -o -", "compare", "--help"])
 def test_a_full_stdout_is_one_line_and_exit_2(args):
     with open("/dev/full", "w") as full:
         result = subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=ROOT, stdout=full,

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from engine import console
 from engine.cli import add_run_flags, build_parser, dispatch, spec_from_args
 from engine.errors import ConfigError
 from engine.options import bounded
@@ -91,6 +92,7 @@ def build_full_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    console.stub_missing_streams()  # before argparse writes help or an error
     parser = build_full_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
