@@ -8,13 +8,14 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from engine.safe_text import safe
 from engine.stream.records import StepRecord
 
 
 def _ids(ids: list[str], limit: int = 40) -> str:
     if not ids:
         return "—"
-    shown = ", ".join(ids[:limit])
+    shown = ", ".join(safe(i) for i in ids[:limit])  # ids come from a file
     return shown if len(ids) <= limit else f"{shown} … (+{len(ids) - limit})"
 
 
@@ -49,7 +50,7 @@ class StepDetail(Static):
     @staticmethod
     def describe(s: StepRecord, show_wall: bool = True) -> Text:
         t = Text()
-        t.append(f"policy {s.policy}   sim {s.sim_s:,.3f} s (+{s.sim_step_s * 1000:.1f} ms)")
+        t.append(f"policy {safe(s.policy)}   sim {s.sim_s:,.3f} s (+{s.sim_step_s * 1000:.1f} ms)")
         if show_wall:
             t.append(f"   wall {s.wall_s:,.2f} s")
         t.append(f"\nqueues   running {s.running} ({s.running_seqs} seqs)  swapped {s.swapped}"
@@ -58,7 +59,7 @@ class StepDetail(Static):
                  f"CPU {s.cpu_used}/{s.cpu_total} ({s.cpu_pct:.1f}%)")
         t.append(f"\ntokens   {s.batched_tokens}/{s.token_budget} batched  prompt "
                  f"{s.prompt_tokens}  generated {s.generated_tokens}")
-        chunks = " ".join(f"{rid}:{n}" for rid, n in s.prefills) or "—"
+        chunks = " ".join(f"{safe(rid)}:{n}" for rid, n in s.prefills) or "—"
         t.append(f"\nprefill  {chunks}")
         t.append(f"\ndecode   {s.decode_groups} groups / {s.decode_seqs} seqs")
         t.append("\nswap out ")
