@@ -11,7 +11,8 @@ gets a simulated duration from four terms:
 The defaults put a step of the seed's steady state (about 35 running groups x n=8, so 280
 sequences, with contexts near 800 tokens) at about 18 ms, which is the seed log's ~15,000
 generated tokens/s. They are a model of one GPU class, not a measurement of yours; pass your
-own with --cost to compare against a real trace.
+own with --cost (or a [cost] table in --config) to compare against a real trace. Each
+coefficient is declared with its bounds (engine/options.py): finite, 0 to 60 seconds.
 """
 
 from __future__ import annotations
