@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.errors import ConfigError
+from engine.safe_text import safe
 from engine.spec import RunSpec
 from tui.app import ObservatoryApp
 from tui.run_view import RunView
@@ -24,7 +25,7 @@ MIN_SPEED, MAX_SPEED = 0.25, 64.0
 
 
 def _fail(message: str) -> int:
-    print(f"observatory: error: {message}", file=sys.stderr)
+    print(f"observatory: error: {safe(message)}", file=sys.stderr)  # may quote a file
     return 2
 
 

@@ -19,6 +19,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from engine.analysis.runway import Runway
+from engine.safe_text import safe
 from engine.stream.records import StepRecord
 from engine.timeaxis import SIM, axis_of
 from tui.run_view import RunView
@@ -159,7 +160,7 @@ class StatusBar(Static):
 
 
 def _policy_badge(text: Text, view: RunView, status: Status, level: int) -> None:
-    policy = view.policy
+    policy = safe(view.policy)  # from a file when replaying
     pending = status.pending_policy if status.pending_policy != policy else None
     shown = policy if level < 3 else short_policy(policy)
     if level == 0:

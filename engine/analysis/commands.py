@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from engine.errors import ConfigError
+from engine.safe_text import safe
 
 _LENIENT_HELP = "skip corrupt lines (and count them) instead of refusing the file"
 
@@ -65,10 +66,10 @@ def register(subparsers: Any) -> None:
 def _note_cut(recording: Any) -> None:
     """Say on stderr (never stdout, which may be JSON) that the file was cut or patched up."""
     if recording.truncated:
-        sys.stderr.write(f"note: {recording.path}: the last line was cut (the writer stopped "
+        sys.stderr.write(f"note: {safe(recording.path)}: the last line was cut (the writer stopped "
                          f"mid-write); using the {len(recording)} steps before it\n")
     if recording.skipped_lines:
-        sys.stderr.write(f"note: {recording.path}: skipped {recording.skipped_lines} corrupt "
+        sys.stderr.write(f"note: {safe(recording.path)}: skipped {recording.skipped_lines} corrupt "
                          f"line(s)\n")
 
 
@@ -117,9 +118,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from engine.analysis.verify import verify_file
 
-    result = verify_file(args.path, progress=sys.stderr)
+    try:
+        result = verify_file(args.path, progress=sys.stderr)
+    except ConfigError as exc:  # name the file (a header's run spec does not know its path)
+        text = str(exc)
+        raise ConfigError(text if text.startswith(args.path) else f"{args.path}: {text}") \
+            from None
     if result.ok:
-        sys.stdout.write(f"verified: {result.message}\n")
+        sys.stdout.write(f"verified: {safe(result.message)}\n")
         return 0
-    sys.stdout.write(f"verify failed: {result.message}\n")
+    sys.stdout.write(f"verify failed: {safe(result.message)}\n")
     return 1

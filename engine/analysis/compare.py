@@ -18,6 +18,7 @@ from typing import Sequence
 
 import msgspec
 
+from engine.safe_text import safe
 from engine.stream.run import Recording
 from engine.stream.records import StepRecord
 from engine.analysis.summary import summarize
@@ -105,7 +106,7 @@ def _axis_label(metrics: Sequence[RunMetrics]) -> str:
 
 def format_table(metrics: Sequence[RunMetrics]) -> str:
     """Metrics as rows, runs as columns: reads across, whatever the number of runs."""
-    cells = [["", *(m.name for m in metrics)]]
+    cells = [["", *(safe(m.name) for m in metrics)]]
     axis = _axis_label(metrics)
     for label, field in _ROWS:
         row = [label.replace(_TIMED, axis)]
@@ -114,7 +115,7 @@ def format_table(metrics: Sequence[RunMetrics]) -> str:
             if field == "time_axis":
                 value = axis_named(value).unit
             row.append("-" if value is None else f"{value:,}" if isinstance(value, int) else
-                       str(value))
+                       safe(value))
         cells.append(row)
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
     lines = []
@@ -143,7 +144,7 @@ def cpu_kv_plot(recordings: Sequence[Recording], names: Sequence[str],
         if recording.steps:
             xs = [float(s.step) for s in recording.steps]
             marker = None if color else markers[i % len(markers)]
-            plt.plot(xs, recording.column("cpu_pct"), label=name, marker=marker)
+            plt.plot(xs, recording.column("cpu_pct"), label=safe(name), marker=marker)
     plt.title("CPU KV-cache usage (%) by step")
     plt.xlabel("step")
     plt.ylim(0, 100)

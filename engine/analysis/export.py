@@ -19,6 +19,7 @@ import csv
 import io
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -154,7 +155,11 @@ def render(recording: Recording, fmt: str) -> bytes:
 
 
 def export(recording: Recording, fmt: str, out: str) -> int:
-    """Write the export to `out` ("-" is stdout); return the number of bytes written."""
+    """Write the export to `out` ("-" is stdout); return the number of bytes written.
+
+    A file is written next to `out` under a temporary name and renamed over it only when
+    complete, so a failure (a full disk, an interrupt) leaves no partial file, and an existing
+    `out` stays as it was."""
     from engine.errors import ConfigError
 
     if fmt not in FORMATS:
@@ -164,9 +169,35 @@ def export(recording: Recording, fmt: str, out: str) -> int:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return len(data)
+    target = Path(out)
     try:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_bytes(data)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, data)
     except OSError as exc:
         raise ConfigError(f"cannot write {out}: {exc.strerror or exc}") from None
     return len(data)
+
+
+def write_atomically(target: Path, data: bytes) -> None:
+    """`data` at `target`, all or nothing: a temporary file in the same directory, flushed to
+    disk, then renamed over `target`; the temporary file is removed if anything fails."""
+    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temp, 0o666 & ~_umask())
+        os.replace(temp, target)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -14,6 +14,8 @@ from typing import Iterable
 
 import msgspec
 
+from engine.safe_text import safe
+
 from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged, Record,
                             RunFinished, StepRecord)
 
@@ -138,5 +140,5 @@ def format_summary(summary: Summary) -> str:
     lines = []
     for name in summary.__struct_fields__:
         value = getattr(summary, name)
-        lines.append(f"{name:<{width}}  {'-' if value is None else value}")
+        lines.append(f"{name:<{width}}  {'-' if value is None else safe(value)}")
     return "\n".join(lines)
