@@ -114,13 +114,16 @@ def quit_times(args: argparse.Namespace, tmp: str, runs: int) -> list[tuple[floa
     if shutil.which("tmux") is None:
         return []
     results = []
-    sock = f"bench-{os.getpid()}"
     for i in range(runs):
+        sock = f"bench-{os.getpid()}-{i}"  # a fresh server each time: kill-server is async
         record = os.path.join(tmp, f"quit{i}.jsonl")
         cmd = (f"cd {ROOT} && exec {sys.executable} -m tui.cli live --preset demo --policy "
                f"strict --requests 4000 --record {record}")
-        subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "q", "-x", "160", "-y",
-                        "48", cmd], check=True)
+        started = subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "q", "-x",
+                                  "160", "-y", "48", cmd], capture_output=True, text=True)
+        if started.returncode != 0:
+            print(f"   quit run {i}: tmux could not start ({started.stderr.strip()}); skipped")
+            continue
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:

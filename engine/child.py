@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     host.start()
     host.wait()
     if host.start_error is not None and host.finished is None:
-        reason = f"the engine could not start: {host.start_error}"
+        reason = host.start_error
         fanout.close_all(encode_line(Closing(reason=reason)), FLUSH_TIMEOUT_S)
         fatal(reason, 1)
     fanout.close_all(None, FLUSH_TIMEOUT_S)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 import msgspec
 
-from engine.costmodel import CostModel
+from engine import console, options
 from engine.errors import ConfigError
-from engine.spec import PRESETS, RunSpec, preset_spec
+from engine.safe_text import safe
+from engine.spec import RunSpec, preset_spec
 
 EXIT_OK, EXIT_VERIFY_FAILED, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3
 
@@ -28,50 +28,30 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """argparse drops a failed write (`--help > /dev/full` would exit 0): say so instead."""
+        stream = file or sys.stderr
+        if not message or stream is None:
+            return super()._print_message(message, file)
+        try:
+            stream.write(message)
+            stream.flush()
+        except (OSError, ValueError) as exc:
+            name = "stdout" if stream is sys.stdout else "stderr"
+            console.fail(console.OutputError(getattr(exc, "errno", None) or 5,
+                                             f"cannot write to {name}: "
+                                             f"{getattr(exc, 'strerror', None) or exc}"))
+            sys.exit(console.EXIT_OUTPUT)
+
 
 # ---------------------------------------------------------------------- run flags
-def _toggle(text: str) -> tuple[int, str]:
-    step, sep, policy = text.partition(":")
-    if not sep or not step.strip().isdigit() or not policy:
-        raise argparse.ArgumentTypeError(
-            f"malformed --toggle-at {text!r}: use STEP:POLICY, e.g. 500:strict or 300:watermark:0.5")
-    return int(step), policy
-
-
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags shared by `run` and `live`. Defaults are None so presets can supply their own."""
-    g = parser.add_argument_group("workload and engine")
-    g.add_argument("--backend", choices=("sim", "gpu"), help="engine backend (default: sim)")
-    g.add_argument("--preset", default="seed-5578",
-                   help=f"workload preset: {', '.join(PRESETS)} (default: seed-5578)")
+    """Flags shared by `run`, `serve`, `live` and `sweep`: one per RunSpec field, generated
+    from the field's declaration (engine.options), plus --config and the recording flags.
+    Defaults are None ("not given") so presets and config files can supply their own."""
+    g = parser.add_argument_group("workload and engine (RunSpec fields; engine/spec.py)")
     g.add_argument("--config", metavar="FILE", help="TOML file of RunSpec fields; flags win")
-    g.add_argument("--policy", help="off | strict | watermark[:F] (default: off)")
-    g.add_argument("--max-steps", type=int, help="stop after this many steps")
-    g.add_argument("--toggle-at", type=_toggle, action="append", metavar="STEP:POLICY",
-                   help="switch policy before STEP runs (repeatable)")
-    g.add_argument("--model", help="sim: packaged config name or dir with config.json; "
-                                    "gpu: hub id or local path (default: opt-125m)")
-    g.add_argument("--tokenizer", help="local HF tokenizer dir (sim: real prompt lengths)")
-    g.add_argument("--num-gpu-blocks", type=int)
-    g.add_argument("--num-cpu-blocks", type=int, help="sim only; default: from --swap-space")
-    g.add_argument("--swap-space", type=float, dest="swap_space_gib", metavar="GIB")
-    g.add_argument("--block-size", type=int)
-    g.add_argument("--max-num-batched-tokens", type=int)
-    g.add_argument("--max-num-seqs", type=int)
-    g.add_argument("--no-chunked-prefill", action="store_true",
-                   help="use vLLM's default scheduler (policies then have nothing to gate)")
-    g.add_argument("--requests", type=int)
-    g.add_argument("--n", type=int, help="samples per request")
-    g.add_argument("--max-tokens", type=int)
-    g.add_argument("--prompt-len", type=int, help="tokens per prompt instead of the seed's text")
-    g.add_argument("--chars-per-token", type=float)
-    g.add_argument("--arrival-rate", type=float, help="requests per simulated second "
-                                                      "(default: all at t=0)")
-    g.add_argument("--eos-prob", type=float, help="sim: chance per token of EOS (default 0)")
-    g.add_argument("--burst-size", type=int, help="requests added by one burst")
-    g.add_argument("--seed", type=int)
-    g.add_argument("--cost", type=str, metavar="K=V,...",
-                   help="sim cost model, e.g. base_s=0.004,per_decode_seq_s=2e-5")
+    options.add_flags(g)
     r = parser.add_argument_group("recording")
     r.add_argument("--record", metavar="PATH",
                    help="record to PATH ('-' = stdout); default recordings/<time>-<preset>-"
@@ -79,47 +59,24 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--no-record", action="store_true", help="do not record")
 
 
-_SPEC_FLAGS = ("backend", "policy", "max_steps", "model", "tokenizer", "num_gpu_blocks",
-               "num_cpu_blocks", "swap_space_gib", "block_size", "max_num_batched_tokens",
-               "max_num_seqs", "requests", "n", "max_tokens", "prompt_len", "chars_per_token",
-               "arrival_rate", "eos_prob", "burst_size", "seed")
-
-
 def load_config_file(path: str) -> dict[str, Any]:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    try:
-        fields = msgspec.toml.decode(data)
-    except msgspec.DecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    unknown = sorted(set(fields) - set(RunSpec.__struct_fields__))
-    if unknown:
-        raise ConfigError(f"{path}: unknown setting(s) {', '.join(unknown)}; valid ones are "
-                          f"the RunSpec fields ({', '.join(RunSpec.__struct_fields__)})")
-    return fields
+    """A --config TOML file as checked RunSpec field values (engine.options.load_config)."""
+    return options.load_config(path)
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     """Preset, then config file, then flags. Raises ConfigError (one line) on bad input."""
-    fields: dict[str, Any] = {}
-    if args.config:
-        fields.update(load_config_file(args.config))
-    preset = fields.pop("preset", None) or args.preset
-    for name in _SPEC_FLAGS:
-        value = getattr(args, name, None)
-        if value is not None:
-            fields[name] = value
-    if args.num_cpu_blocks is not None and args.swap_space_gib is not None:
+    fields: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    given = options.values_from_args(args)
+    if "num_cpu_blocks" in given and "swap_space_gib" in given:
         raise ConfigError("give --num-cpu-blocks or --swap-space, not both")
-    if args.no_chunked_prefill:
-        fields["enable_chunked_prefill"] = False
-    if args.toggle_at:
-        fields["toggles"] = list(args.toggle_at)
-    if args.cost:
-        fields["cost"] = CostModel.parse(args.cost)
-    return preset_spec(preset, **fields).validated()
+    fields.update(given)
+    preset = fields.pop("preset", None) or "seed-5578"
+    spec = preset_spec(preset, **fields)
+    if "swap_space_gib" in given and spec.num_cpu_blocks is not None:
+        # --swap-space decides the CPU blocks, also over a preset's or config file's count
+        spec = msgspec.structs.replace(spec, num_cpu_blocks=None)
+    return spec.validated()
 
 
 # ---------------------------------------------------------------------- parser
@@ -141,18 +98,26 @@ def build_parser(prog: str = "observatory") -> tuple[argparse.ArgumentParser, An
     return parser, sub
 
 
-def dispatch(args: argparse.Namespace) -> int:
-    """Run a parsed command; ConfigError becomes one line on stderr and exit 2."""
+def dispatch(args: argparse.Namespace, guard_output: bool = True) -> int:
+    """Run a parsed command; ConfigError becomes one line on stderr and exit 2, and so does a
+    failed write to stdout or stderr (engine.console). `guard_output=False` for the Textual
+    commands, which own the terminal."""
+    if guard_output:
+        console.guard()
+    else:
+        console.stub_missing_streams()
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
     except ConfigError as exc:
-        sys.stderr.write(f"observatory: error: {exc}\n")
-        return EXIT_USAGE
-    except BrokenPipeError:  # `observatory run --record - | head` closed our stdout
-        return EXIT_OK
+        console.say(f"observatory: error: {safe(exc)}")  # may quote a file's content
+        code = EXIT_USAGE
+    except console.OutputError as exc:
+        return console.fail(exc)
+    return console.finish(code) if guard_output else code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    console.stub_missing_streams()  # before argparse writes help or an error
     parser, _ = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -11,21 +11,32 @@ gets a simulated duration from four terms:
 The defaults put a step of the seed's steady state (about 35 running groups x n=8, so 280
 sequences, with contexts near 800 tokens) at about 18 ms, which is the seed log's ~15,000
 generated tokens/s. They are a model of one GPU class, not a measurement of yours; pass your
-own with --cost to compare against a real trace.
+own with --cost (or a [cost] table in --config) to compare against a real trace. Each
+coefficient is declared with its bounds (engine/options.py): finite, 0 to 60 seconds.
 """
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from engine.errors import ConfigError
+from engine.options import Setting, check_struct, lookup, parse_text
+
+# A coefficient is seconds per unit: above a minute per token or per step is no GPU at all.
+MAX_SECONDS = 60.0
+
+
+def _coefficient(help_text: str) -> Setting:
+    return Setting(help_text, lo=0, hi=MAX_SECONDS)
 
 
 class CostModel(msgspec.Struct, frozen=True, kw_only=True):
-    base_s: float = 0.005
-    per_prefill_token_s: float = 2.0e-6
-    per_decode_seq_s: float = 3.0e-5
-    per_context_token_s: float = 2.0e-8
+    base_s: Annotated[float, _coefficient("fixed seconds per step")] = 0.005
+    per_prefill_token_s: Annotated[float, _coefficient("seconds per prompt token")] = 2.0e-6
+    per_decode_seq_s: Annotated[float, _coefficient("seconds per decoding sequence")] = 3.0e-5
+    per_context_token_s: Annotated[float, _coefficient("seconds per cached token")] = 2.0e-8
 
     def step_seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         return (self.base_s + self.per_prefill_token_s * prefill_tokens
@@ -33,23 +44,22 @@ class CostModel(msgspec.Struct, frozen=True, kw_only=True):
                 + self.per_context_token_s * context_tokens)
 
     def validate(self) -> None:
-        for name in self.__struct_fields__:
-            if getattr(self, name) < 0:
-                raise ConfigError(f"cost model coefficient {name} must be >= 0")
+        """Every coefficient finite and within [0, MAX_SECONDS] (engine.options)."""
+        check_struct(self, lambda option: f"cost model coefficient {option.name}")
 
     @classmethod
     def parse(cls, text: str) -> "CostModel":
-        """'base_s=0.004,per_decode_seq_s=2e-5' -> CostModel; unknown keys are an error."""
+        """'base_s=0.004,per_decode_seq_s=2e-5' -> CostModel; unknown keys are an error, as
+        they are under `[cost]` in a --config file (the same declarations check both)."""
         values: dict[str, float] = {}
         for item in filter(None, (part.strip() for part in text.split(","))):
             key, sep, raw = item.partition("=")
-            if not sep or key not in cls.__struct_fields__:
+            try:
+                option = lookup(key, cls) if sep else None
+            except KeyError:
+                option = None
+            if option is None:
                 raise ConfigError(f"bad --cost item {item!r}: use KEY=SECONDS with KEY one of "
                                   f"{', '.join(cls.__struct_fields__)}")
-            try:
-                values[key] = float(raw)
-            except ValueError:
-                raise ConfigError(f"bad --cost value {raw!r} for {key}: not a number") from None
-        model = cls(**values)
-        model.validate()
-        return model
+            values[option.name] = parse_text(option, raw, f"--cost {option.name}")
+        return cls(**values)

@@ -61,7 +61,9 @@ class EngineHost:
         self.session = None  # engine.session.Session, once vLLM is imported
         self.recorder = None  # engine.stream.recorder.Recorder while recording
         self.finished: RunFinished | None = None
-        self.start_error: str | None = None  # the engine could not start (one line)
+        # Why the engine could not start, as the one line a user sees: a ConfigError's own
+        # message (it already names the fix), or "the engine could not start: <exception>".
+        self.start_error: str | None = None
         self.done = threading.Event()  # the run is over (or never started) and recorded
         self.last_progress: Progress | None = None
         self.last_state = StateChanged(state="starting", step=0)
@@ -164,7 +166,8 @@ class EngineHost:
             return self._fail(str(exc))
         except Exception as exc:  # noqa: BLE001  the engine could not start: say so, once
             text = str(exc).strip()
-            return self._fail(f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}")
+            first = text.splitlines()[0] if text else ""
+            return self._fail(f"the engine could not start: {type(exc).__name__}: {first}")
         with self._lock:
             cancelled = self._cancelled
         if cancelled:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from engine.cli import EXIT_ABORTED, EXIT_OK, add_run_flags, spec_from_args
 from engine.errors import ConfigError
+from engine.safe_text import safe
 from engine.stream.protocol import RecordingStatus
 from engine.stream.records import RECORD_TYPES, Header, LogLine, ObserverError, StepRecord
 
@@ -90,7 +91,7 @@ class _Progress:
                 item.level in ("WARNING", "ERROR", "CRITICAL")
                 and item.logger.startswith("vllm.core"))):
             times = f" (x{item.repeats})" if item.repeats > 1 else ""
-            self._line(f"vllm {item.level.lower()}: {item.message[:200]}{times}")
+            self._line(f"vllm {item.level.lower()}: {safe(item.message[:200])}{times}")
         elif kind is RecordingStatus and item.error is not None and item.closed is None:
             self._line(f"observatory: warning: recording stopped: {item.path}: {item.error}")
         elif kind is ObserverError:
@@ -119,7 +120,7 @@ def _exit_code(host, signals: list[int]) -> int:
     if host.start_error is not None and host.finished is None:
         if signals:
             return 128 + signals[0]
-        raise ConfigError(f"the engine could not start: {host.start_error}")
+        raise ConfigError(host.start_error)
     if signals:
         return 128 + signals[0]
     reason = host.finished.reason if host.finished is not None else "interrupted"

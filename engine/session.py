@@ -18,6 +18,13 @@ Two kinds of failure end a run, and the stream says which:
   two can be told apart even though both come out of `step()`.
 The engine is not reusable after either; start a new Session with the same spec.
 
+Two clocks, one per backend (engine.timeaxis names them in the header): on the sim, arrivals
+(`--arrival-rate`, bursts) follow the cost model's simulated clock, which jumps over idle time; on
+a GPU they follow the wall clock, and an idle engine waits for the next arrival in real time.
+Either way vLLM's own `arrival_time` stamps are on its real clock (time.time()), so its queue-time
+and TTFT metrics are seconds, not the ~1.7e9 that stamps counted from 0.0 gave. Every step's
+executor call is timed (`exec_s`, engine.adapters.exec_timing).
+
 Once the initial requests are added the session moves everything alive into the garbage
 collector's permanent generation (`gc.freeze()`): the seed's 10,000 requests are ~80,000
 sequences that every full collection would otherwise re-scan (0.2-0.8 s each), which costs the
@@ -35,6 +42,7 @@ import time
 from typing import Callable
 
 from engine import __version__, logs
+from engine.adapters import device_info, exec_timing
 from engine.adapters import hooks as vllm_hooks
 from engine.adapters.build import BuiltEngine, build_engine
 from engine.adapters.step_record import build_step_record
@@ -56,6 +64,7 @@ StateFn = Callable[[str, int], None]
 # this far apart so vLLM sees the same order (ties would make its stable sort keep queue order,
 # which changes who gets preempted).
 _ARRIVAL_TIEBREAK_S = 1e-6
+_IDLE_NAP_S = 0.05  # gpu backend, nothing to run: the longest wait between command checks
 OVER_STATES = ("finished", "aborted", "stopped", "failed")
 _STATE_FOR_REASON = {"aborted": "aborted", "stopped": "stopped", "observer_error": "failed"}
 
@@ -88,7 +97,8 @@ def _sink_name(sink: Sink) -> str:
 
 class Session:
     def __init__(self, spec: RunSpec, *, on_progress: ProgressFn | None = None,
-                 on_state: StateFn | None = None, freeze_gc: bool = True) -> None:
+                 on_state: StateFn | None = None, freeze_gc: bool = True,
+                 wall_paced: bool | None = None) -> None:
         self.spec = spec
         self.header: Header | None = None
         self.state = "starting"
@@ -106,6 +116,10 @@ class Session:
         self._sink_fault: _ObserverFault | None = None
         self._broken_sink: Sink | None = None
         self._step, self._sim_s = 0, 0.0
+        self._exec_timer: exec_timing.ExecTimer | None = None
+        # The clock arrivals follow: the cost model's on the sim, the wall clock on a GPU
+        # (`wall_paced` overrides the backend's choice: tests and benches of the pacing itself).
+        self._wall_paced = spec.backend == "gpu" if wall_paced is None else wall_paced
 
     # ------------------------------------------------------------------ public API
     @property
@@ -133,6 +147,7 @@ class Session:
                           f"{spec.block_size} tokens")
         self._workload = Workload(spec, built.max_model_len, built.count_tokens)
         self._hook = vllm_hooks.attach(built.engine.scheduler, self._policy)
+        self._exec_timer = exec_timing.attach(built.engine, spec.backend)
         self._built = built
         self.header = Header(
             schema=SCHEMA_VERSION,
@@ -144,6 +159,8 @@ class Session:
             engine_config=built.engine_config,
             started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             host=socket.gethostname(),
+            time_axis="gpu" if spec.backend == "gpu" else "sim",
+            device=device_info.describe(spec.backend),
         )
 
     def start(self) -> None:
@@ -196,6 +213,7 @@ class Session:
         assert self.header is not None
         self._last_stamp = -1.0
         self._t0 = time.perf_counter()
+        self._epoch0 = time.time()  # the real clock base of vLLM's arrival stamps
         self._step, self._sim_s = 0, 0.0
         header_out = frozen = False
         try:
@@ -259,16 +277,21 @@ class Session:
                 self._change_policy(step, parse_policy(policy), "toggle-at")
             if spec.max_steps is not None and step >= spec.max_steps:
                 return "max_steps"
-            if upcoming is not None and upcoming.arrival_s <= sim_s:
+            now = self._measured_s() if self._wall_paced else sim_s
+            if upcoming is not None and upcoming.arrival_s <= now:
                 due: list[Request] = []
-                while upcoming is not None and upcoming.arrival_s <= sim_s:
+                while upcoming is not None and upcoming.arrival_s <= now:
                     due.append(upcoming)
                     upcoming = next(pending, None)
                 self._emit(self._add_requests(due, step, sim_s, "workload"))
             if not engine.has_unfinished_requests():
                 if upcoming is None:
                     return "completed"
-                sim_s = upcoming.arrival_s  # idle: jump the simulated clock to the next arrival
+                if self._wall_paced:  # idle on a GPU: wait for the next arrival in real time,
+                    # in short naps so that commands (stop, burst) still apply promptly
+                    time.sleep(min(_IDLE_NAP_S, max(0.0, upcoming.arrival_s - now)))
+                else:  # idle on the sim: jump the simulated clock to the next arrival
+                    sim_s = upcoming.arrival_s
                 continue
             try:
                 engine.step()
@@ -281,12 +304,28 @@ class Session:
                                            time.perf_counter() - self._t0)
             except Exception as exc:
                 raise _ObserverFault("build_step_record", exc) from exc
+            record.exec_s = self._exec_timer.take() if self._exec_timer is not None else 0.0
             sim_s = record.sim_s
             self._emit_logs(step)
             self._emit(record)
             step += 1
 
     # ------------------------------------------------------------------ helpers
+    def _measured_s(self) -> float:
+        """Measured seconds since the run started (the gpu backend's arrival clock)."""
+        return time.perf_counter() - self._t0
+
+    def _stamp(self, request: Request) -> float:
+        """vLLM's `arrival_time` for `request`, on the real clock (`time.time()`) that vLLM's
+        own metrics (queue time, TTFT) subtract it from. On a GPU: the planned arrival, so vLLM's
+        TTFT is what a client would see. On the sim, whose simulated arrivals have no place on
+        the real clock: the moment it is handed over, as vLLM itself stamps a request without
+        one. Stamps strictly increase, so vLLM's fcfs order is the order of adding."""
+        base = self._epoch0 + request.arrival_s if self._wall_paced else time.time()
+        stamp = max(base, self._last_stamp + _ARRIVAL_TIEBREAK_S)
+        self._last_stamp = stamp
+        return stamp
+
     def _emit(self, item: Item) -> None:
         for sink in self._sinks:
             try:
@@ -359,7 +398,8 @@ class Session:
                     if not self._change_policy(step, value, source):  # type: ignore[arg-type]
                         message = f"policy is already {value}"
                 elif kind == "burst":
-                    requests = self._workload.burst(int(value), sim_s)  # type: ignore[arg-type]
+                    now = self._measured_s() if self._wall_paced else sim_s
+                    requests = self._workload.burst(int(value), now)  # type: ignore[arg-type]
                     self._emit(self._add_requests(requests, step, sim_s, "burst"))
                 elif kind == "pause":
                     paused = True
@@ -393,8 +433,7 @@ class Session:
         waiting = built.engine.scheduler.waiting
         prompt_tokens: list[int] = []
         for request in requests:
-            stamp = max(request.arrival_s, self._last_stamp + _ARRIVAL_TIEBREAK_S)
-            self._last_stamp = stamp
+            stamp = self._stamp(request)
             text = built.text_prompts and request.prompt_text is not None
             inputs = ({"prompt": request.prompt_text} if text
                       else {"prompt_token_ids": request.prompt_token_ids})

@@ -3,70 +3,142 @@ the simulated cost model. It is what a recording's header stores, so `verify` ca
 exact run from a file.
 
 Presets are plain dicts of overrides on the defaults, and every field can be overridden again
-from the command line. `RunSpec.validated()` turns bad input into a ConfigError whose message is
-one line that says what is wrong and how to fix it.
+from a config file and the command line. Each field's `Setting` (engine/options.py) is its one
+declaration: help, bounds and flag, from which the flags, config keys and grid keys are made.
+`RunSpec.validated()` checks those bounds plus the rules that span fields, and turns bad input
+into a ConfigError whose message is one line that says what is wrong and how to fix it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
+from engine.options import MAX_BLOCKS, Setting, check_block_memory, check_struct, from_mapping
 from engine.policy import parse_policy
 
 # OPT-125m's max_position_embeddings; a prompt must leave room for at least one output token.
 DEFAULT_SIM_MODEL = "opt-125m"
 DEFAULT_GPU_MODEL = "facebook/opt-125m"
+MAX_STEP = 1_000_000_000  # --max-steps, --toggle-at: about 4 months of steps at 10 ms
+TOGGLE_HELP = "switch policy before STEP runs (repeatable; STEP:POLICY, e.g. 500:strict)"
+
+
+def _policy(value: str) -> None:
+    parse_policy(value)
+
+
+def parse_toggles(text: str) -> list[tuple[int, str]]:
+    """`500:strict` (or several, comma-separated) -> [(500, "strict")]."""
+    toggles = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        step, sep, policy = item.partition(":")
+        if not sep or not step.strip().isdigit() or not policy:
+            raise ConfigError(f"malformed --toggle-at {item!r}: use STEP:POLICY, e.g. "
+                              f"500:strict or 300:watermark:0.5")
+        toggles.append((int(step), policy))
+    return toggles
+
+
+def _check_toggles(toggles: list[tuple[int, str]]) -> None:
+    for step, policy in toggles:
+        if not 0 <= step <= MAX_STEP:
+            raise ConfigError(f"--toggle-at step must be from 0 to {MAX_STEP:,}, got {step}")
+        parse_policy(policy)
+
+
+def _check_cost(cost: CostModel) -> None:
+    check_struct(cost, lambda option: f"--cost {option.name}")
 
 
 class RunSpec(msgspec.Struct, kw_only=True):
-    """Everything that determines a run. Sim runs with equal specs make equal decisions."""
+    """Everything that determines a run. Sim runs with equal specs make equal decisions.
 
-    backend: str = "sim"  # "sim" or "gpu"
-    preset: str = "seed-5578"
-    model: str | None = None  # None: opt-125m (sim: packaged config; gpu: facebook/opt-125m)
-    tokenizer: str | None = None  # local HF tokenizer for the sim backend's prompt lengths
+    Each field's Setting is its whole user-facing declaration (engine.options): the flag, the
+    --config key, the sweep-grid key, the bounds and the help all come from it.
+    """
+
+    backend: Annotated[str, Setting("engine backend", choices=("sim", "gpu"))] = "sim"
+    preset: Annotated[str, Setting("workload preset: seed-5578 or demo",
+                                   metavar="NAME")] = "seed-5578"
+    # None: opt-125m (sim: packaged config; gpu: facebook/opt-125m)
+    model: Annotated[str | None, Setting(
+        "sim: packaged config name or dir with config.json; gpu: hub id or local path "
+        "(default: opt-125m)", metavar="NAME")] = None
+    tokenizer: Annotated[str | None, Setting(
+        "local HF tokenizer dir (sim: real prompt lengths)", metavar="DIR")] = None
 
     # vLLM engine knobs (the seed's values by default)
-    num_gpu_blocks: int = 8192
-    num_cpu_blocks: int | None = None  # None: derived by vLLM's own arithmetic from swap_space
-    swap_space_gib: float = 4.0
-    block_size: int = 16
-    max_num_batched_tokens: int = 4096
-    max_num_seqs: int = 256
-    enable_chunked_prefill: bool = True
+    num_gpu_blocks: Annotated[int, Setting(
+        "GPU KV-cache blocks", lo=1, hi=MAX_BLOCKS)] = 8192
+    # None: derived by vLLM's own arithmetic from swap_space
+    num_cpu_blocks: Annotated[int | None, Setting(
+        "CPU swap blocks (gpu: turned into the swap space vLLM derives that count from; default: from --swap-space)", lo=1, hi=MAX_BLOCKS)] = None
+    swap_space_gib: Annotated[float, Setting(
+        "CPU swap space per GPU in GiB", lo=0, lo_open=True, hi=1024, flag="--swap-space",
+        metavar="GIB")] = 4.0
+    block_size: Annotated[int, Setting(
+        "tokens per KV-cache block (what vLLM 0.5 accepts)", choices=(8, 16, 32))] = 16
+    max_num_batched_tokens: Annotated[int, Setting(
+        "token budget of one step", lo=1, hi=10_000_000)] = 4096
+    max_num_seqs: Annotated[int, Setting(
+        "running sequences at most", lo=1, hi=65_536)] = 256
+    enable_chunked_prefill: Annotated[bool, Setting(
+        "vLLM's chunked-prefill scheduler (--no-chunked-prefill: its default scheduler, and "
+        "the policies have nothing to gate)", flag="--chunked-prefill")] = True
 
     # workload
-    requests: int = 10_000
-    n: int = 8
-    max_tokens: int = 1000
-    prompt_len: int | None = None  # None: the seed's text slices ("```python\n" + 1000 chars)
-    chars_per_token: float = 3.2  # sim backend without a tokenizer: OPT BPE on Python source
-    arrival_rate: float | None = None  # requests per simulated second; None: all at t=0
-    eos_prob: float = 0.0  # sim backend: chance per generated token that the "model" says EOS
-    burst_size: int = 32  # requests added by one `add_burst` (the TUI's `a` key)
-    seed: int = 0
+    # 100x the seed's: at t=0 vLLM holds every request (and its n sequences) in memory
+    requests: Annotated[int, Setting("requests in the workload", lo=1, hi=1_000_000)] = 10_000
+    n: Annotated[int, Setting("samples per request", lo=1, hi=4096)] = 8
+    max_tokens: Annotated[int, Setting(
+        "tokens generated per sample at most", lo=1, hi=10_000_000)] = 1000
+    # None: the seed's text slices ("```python\n" + 1000 chars)
+    prompt_len: Annotated[int | None, Setting(
+        "tokens per prompt instead of the seed's text", lo=1, hi=10_000_000)] = None
+    # sim backend without a tokenizer: OPT BPE on Python source
+    chars_per_token: Annotated[float, Setting(
+        "sim: characters per token of the seed's text without a tokenizer", lo=0.1,
+        hi=100)] = 3.2
+    # requests per second of the run's clock (simulated on sim, wall on gpu); None: all at t=0
+    arrival_rate: Annotated[float | None, Setting(
+        "requests per second: simulated on sim, wall clock on gpu (default: all at t=0)", lo=0, lo_open=True,
+        hi=1e9)] = None
+    # sim backend: chance per generated token that the "model" says EOS
+    eos_prob: Annotated[float, Setting(
+        "sim: chance per generated token of EOS", lo=0, hi=1, hi_open=True)] = 0.0
+    # requests added by one `add_burst` (the TUI's `a` key)
+    burst_size: Annotated[int, Setting("requests added by one burst", lo=1, hi=100_000)] = 32
+    # numpy, torch and vLLM all take it; numpy's range is the narrowest
+    seed: Annotated[int, Setting("random seed", lo=0, hi=2**32 - 1)] = 0
 
     # observation
-    policy: str = "off"
-    max_steps: int | None = None
-    toggles: list[tuple[int, str]] = []  # (step, policy): switch before that step runs
+    policy: Annotated[str, Setting(
+        "off | strict | watermark[:F]", metavar="POLICY", check=_policy)] = "off"
+    max_steps: Annotated[int | None, Setting(
+        "stop after this many steps", lo=1, hi=MAX_STEP)] = None
+    # (step, policy): switch before that step runs
+    toggles: Annotated[list[tuple[int, str]], Setting(
+        TOGGLE_HELP, flag="--toggle-at", metavar="STEP:POLICY", parse=parse_toggles,
+        check=_check_toggles, append=True)] = []
 
-    cost: CostModel = CostModel()
+    cost: Annotated[CostModel, Setting(
+        "sim cost model in seconds, each from 0 to 60, e.g. base_s=0.004,per_decode_seq_s=2e-5 "
+        "(keys: engine/costmodel.py)", metavar="K=V,...",
+        parse=CostModel.parse, check=_check_cost)] = CostModel()
 
     def to_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
-        """Rebuild from a header; unknown keys from newer versions are an error, not a guess."""
-        try:
-            return msgspec.convert(data, cls)
-        except msgspec.ValidationError as exc:
-            raise ConfigError(f"run spec is not valid: {exc}") from None
+    def from_dict(cls, data: dict[str, Any], where: str = "run spec") -> "RunSpec":
+        """Rebuild from a header (`where` names it in errors, e.g. the recording's path):
+        unknown keys from newer versions are an error, not a guess, and so is any value out
+        of its bounds."""
+        return from_mapping(cls, data, where)
 
     @property
     def model_name(self) -> str:
@@ -76,48 +148,12 @@ class RunSpec(msgspec.Struct, kw_only=True):
 
     def validated(self) -> "RunSpec":
         """Return self if every field makes sense, else raise ConfigError (one line)."""
-        if self.backend not in ("sim", "gpu"):
-            raise ConfigError(f"unknown backend {self.backend!r}: use --backend sim or gpu")
-        positive = {
-            "--num-gpu-blocks": self.num_gpu_blocks,
-            "--block-size": self.block_size,
-            "--max-num-batched-tokens": self.max_num_batched_tokens,
-            "--max-num-seqs": self.max_num_seqs,
-            "--requests": self.requests,
-            "--max-tokens": self.max_tokens,
-            "--burst-size": self.burst_size,
-        }
-        for flag, value in positive.items():
-            if value < 1:
-                raise ConfigError(f"{flag} must be a positive integer, got {value}")
-        if self.num_cpu_blocks is not None and self.num_cpu_blocks < 1:
-            raise ConfigError(f"--num-cpu-blocks must be a positive integer, got "
-                              f"{self.num_cpu_blocks}")
-        if not self.swap_space_gib > 0:
-            raise ConfigError(f"--swap-space must be a positive number of GiB, got "
-                              f"{self.swap_space_gib}")
-        if self.n < 1:
-            raise ConfigError(f"--n must be at least 1, got {self.n}")
-        if self.prompt_len is not None and self.prompt_len < 1:
-            raise ConfigError(f"--prompt-len must be a positive integer, got {self.prompt_len}")
-        if not self.chars_per_token > 0:
-            raise ConfigError(f"--chars-per-token must be positive, got {self.chars_per_token}")
-        if self.arrival_rate is not None and not self.arrival_rate > 0:
-            raise ConfigError(f"--arrival-rate must be a positive number of requests per "
-                              f"simulated second, got {self.arrival_rate}")
-        if not 0.0 <= self.eos_prob < 1.0:
-            raise ConfigError(f"--eos-prob must be in [0, 1), got {self.eos_prob}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ConfigError(f"--max-steps must be a positive integer, got {self.max_steps}")
-        if self.block_size not in (8, 16, 32):
-            raise ConfigError(f"--block-size must be 8, 16 or 32 (what vLLM 0.5 accepts), got "
-                              f"{self.block_size}")
-        parse_policy(self.policy)
-        for step, policy in self.toggles:
-            if step < 0:
-                raise ConfigError(f"--toggle-at step must be >= 0, got {step}")
-            parse_policy(policy)
-        self.cost.validate()
+        check_struct(self)
+        if self.n > self.max_num_seqs:
+            raise ConfigError(f"--n {self.n} is more than --max-num-seqs {self.max_num_seqs}: "
+                              f"vLLM could never schedule a request (each sample needs a "
+                              f"sequence slot)")
+        check_block_memory(self.num_gpu_blocks, self.num_cpu_blocks or 0)
         return self
 
 
@@ -150,5 +186,5 @@ def preset_spec(name: str, **overrides: Any) -> RunSpec:
     fields.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return msgspec.convert(fields, RunSpec)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(f"bad setting: {exc}") from None
+    except msgspec.ValidationError as exc:  # code that passed a wrong type
+        raise ConfigError(f"bad setting: {str(exc).replace('`', '')}") from None

@@ -20,15 +20,15 @@ def observatory(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 BAD_INPUTS = [
     (["run", "--policy", "bogus"], "unknown policy"),
     (["run", "--preset", "nope"], "unknown preset"),
-    (["run", "--num-gpu-blocks", "0"], "--num-gpu-blocks must be a positive integer"),
-    (["run", "--num-cpu-blocks", "-5"], "--num-cpu-blocks must be a positive integer"),
-    (["run", "--n", "0"], "--n must be at least 1"),
+    (["run", "--num-gpu-blocks", "0"], "--num-gpu-blocks: must be an integer from 1 to"),
+    (["run", "--num-cpu-blocks", "-5"], "--num-cpu-blocks: must be an integer from 1 to"),
+    (["run", "--n", "0"], "--n: must be an integer from 1 to"),
     (["run", "--policy", "watermark:1.5"], "watermark level must be in (0, 1]"),
     (["run", "--policy", "watermark:0"], "watermark level must be in (0, 1]"),
     (["run", "--toggle-at", "10"], "malformed --toggle-at"),
     (["run", "--toggle-at", "x:strict"], "malformed --toggle-at"),
     (["run", "--toggle-at", "10:fast"], "unknown policy"),
-    (["run", "--num-gpu-blocks", "abc"], "invalid int value"),
+    (["run", "--num-gpu-blocks", "abc"], "must be an integer from 1 to 10,000,000, got 'abc'"),
     (["run", "--swap-space", "4", "--num-cpu-blocks", "9"], "not both"),
     (["run", "--cost", "warp=1"], "bad --cost item"),
     (["run", "--config", "/nonexistent/observatory.toml"], "cannot read config file"),
@@ -59,7 +59,7 @@ def test_bad_config_files(tmp_path):
     unknown.write_text('preset = "demo"\nwarp_factor = 9\n')
     broken = tmp_path / "broken.toml"
     broken.write_text("preset = \n")
-    for path, message in ((unknown, "unknown setting(s) warp_factor"), (broken, "not valid TOML")):
+    for path, message in ((unknown, "unknown setting 'warp_factor'"), (broken, "not valid TOML")):
         result = observatory("run", "--config", str(path), "--no-record")
         assert result.returncode == 2 and message in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
@@ -115,3 +115,146 @@ def test_record_to_stdout_is_pure_jsonl():
     kinds = [json.loads(line)["kind"] for line in lines]
     assert kinds[0] == "header" and kinds[-1] == "end" and kinds.count("step") == 30
     assert "steps" in result.stderr  # the summary moved to stderr
+
+
+# ---------------------------------------------------------------------- output
+RECORDING = str(ROOT / "recordings" / "seed-5578-off.jsonl.zst")
+
+
+def _one_line_exit_2(result: subprocess.CompletedProcess, message: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
+    assert result.stderr.strip().splitlines() == [f"observatory: error: {message}"]
+
+
+@pytest.mark.parametrize("args", [["summary", RECORDING], ["summary", RECORDING, "--json"],
+                                  ["export", RECORDING, "--format", "csv", "-o", "-"],
+                                  ["compare", RECORDING, RECORDING, "--no-plot"],
+                                  ["run", "--help"]],
+                         ids=["summary", "summary --json", "export -o -", "compare", "--help"])
+def test_a_full_stdout_is_one_line_and_exit_2(args):
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=ROOT, stdout=full,
+                                stderr=subprocess.PIPE, text=True, timeout=300)
+    _one_line_exit_2(result, "cannot write to stdout: No space left on device")
+
+
+def test_closed_stdout_and_stdin_are_one_line_and_exit_2():
+    closed_out = subprocess.run([sys.executable, "-m", "tui.cli", "summary", RECORDING],
+                                cwd=ROOT, stderr=subprocess.PIPE, text=True, timeout=300,
+                                pass_fds=(), preexec_fn=lambda: __import__("os").close(1))
+    _one_line_exit_2(closed_out, "cannot write to stdout: stdout is closed")
+    closed_in = subprocess.run([sys.executable, "-m", "tui.cli", "summary", "-"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=300,
+                               preexec_fn=lambda: __import__("os").close(0))
+    _one_line_exit_2(closed_in, "<stdin>: cannot read: stdin is closed")
+    record_out = subprocess.run([sys.executable, "-m", "tui.cli", "run", "--preset", "demo",
+                                 "--max-steps", "3", "--record", "-"], cwd=ROOT,
+                                stderr=subprocess.PIPE, text=True, timeout=300,
+                                preexec_fn=lambda: __import__("os").close(1))
+    _one_line_exit_2(record_out, "cannot record to -: stdout is closed; give another --record "
+                                 "PATH or --no-record")
+
+
+def test_a_broken_pipe_is_one_line_and_exit_2():
+    proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "summary", RECORDING], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # the reader is gone before anything is written
+    stderr = proc.stderr.read()
+    proc.wait(timeout=300)
+    _one_line_exit_2(subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr),
+                     "cannot write to stdout: Broken pipe")
+
+
+def test_a_failed_export_leaves_no_partial_file_and_keeps_the_old_one(tmp_path):
+    import os
+    import resource
+    import signal
+
+    out = tmp_path / "off.perfetto.json"
+    out.write_text("the previous export\n")
+
+    def small_files() -> None:  # a real write failure: EFBIG past 64 kB
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+
+    result = subprocess.run([sys.executable, "-m", "tui.cli", "export", RECORDING, "--format",
+                             "perfetto", "-o", str(out)], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300, preexec_fn=small_files)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"observatory: error: cannot write {out}: File too large")
+    assert out.read_text() == "the previous export\n"
+    assert sorted(os.listdir(tmp_path)) == [out.name]  # no temporary file left behind
+    ok = observatory("export", RECORDING, "--format", "perfetto", "-o", str(out))
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(out.read_text())["otherData"]["time"] == "simulated"
+    assert sorted(os.listdir(tmp_path)) == [out.name]
+
+
+# ---------------------------------------------------------------------- terminal safety
+HOSTILE = "Aborted\x1b]0;pwned\x07\x1b[2J\r\x9b31m done"
+
+
+def test_strings_from_a_file_are_escaped_before_printing():
+    from engine.analysis.compare import RunMetrics, format_table
+    from engine.analysis.summary import Summary, format_summary
+    from engine.safe_text import safe
+
+    assert safe(HOSTILE) == "Aborted\\x1b]0;pwned\\x07\\x1b[2J\\r\\x9b31m done"
+    assert safe("plain ✓ text") == "plain ✓ text"
+    summary = Summary(steps=1, finished_requests=0, aborted=True, abort_reason=HOSTILE,
+                      abort_step=1, peak_gpu_kv_pct=0.0, peak_cpu_kv_pct=0.0, peak_swapped=0,
+                      swap_outs=0, swap_ins=0, recompute_preemptions=0, prefill_blocked_steps=0,
+                      policy_changes=0, prompt_tokens=0, generated_tokens=0, sim_seconds=0.0,
+                      wall_seconds=0.0, end_reason=HOSTILE)
+    metrics = RunMetrics(name=HOSTILE, policy=HOSTILE, steps=1, end=HOSTILE,
+                         peak_cpu_kv_pct=0.0, peak_swapped=0, abort_step=None,
+                         throughput_tok_s=None, ttft_mean_s=None, ttft_p99_s=None,
+                         withheld_steps=0)
+    for text in (format_summary(summary), format_table([metrics])):
+        assert "pwned" in text
+        assert not any(ord(c) < 32 and c != "\n" or 0x7f <= ord(c) < 0xa0 for c in text)
+
+
+def test_an_error_quoting_a_file_is_escaped(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text('policy = "\\u001b]0;pwned\\u0007"\n')
+    result = observatory("run", "--config", str(config), "--no-record")
+    assert result.returncode == 2
+    assert "\x1b" not in result.stderr and "\\x1b" in result.stderr
+
+
+def test_a_bad_header_spec_names_its_file_and_key(tmp_path):
+    import zstandard
+
+    with zstandard.ZstdDecompressor().stream_reader(open(RECORDING, "rb"),
+                                                    read_across_frames=True) as reader:
+        lines = reader.read().decode().splitlines()
+    header = json.loads(lines[0])
+    header["spec"]["requests"] = "5"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    result = observatory("verify", str(bad))
+    _one_line_exit_2(result, f"{bad}: run spec: requests must be an integer from 1 to "
+                             f"1,000,000, got str '5'")
+
+
+def test_sweep_report_escapes_a_rows_strings(tmp_path):
+    out = tmp_path / "s"
+    made = observatory("sweep", "--preset", "demo", "--grid", "n=1", "--max-steps", "3",
+                       "--serial", "--no-report", "-o", str(out))
+    assert made.returncode == 0, made.stderr
+    row = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    row.update(status="failed", message="[/bold]" + HOSTILE)
+    (out / "results.jsonl").write_text(json.dumps(row) + "\n")
+    result = observatory("sweep-report", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "[/bold]Aborted\\x1b]0;pwned" in result.stdout and "\x1b" not in result.stdout
+
+
+def test_the_tui_without_stdin_is_one_line():
+    result = subprocess.run([sys.executable, "-m", "tui.cli", "replay", "-"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300,
+                            preexec_fn=lambda: __import__("os").close(0))
+    _one_line_exit_2(result, "stdin is closed: the TUI needs a terminal (for headless use: "
+                             "observatory run, summary, ...)")

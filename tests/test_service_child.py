@@ -145,4 +145,4 @@ def test_a_child_that_cannot_start_says_why(tmp_path):
     link.close()
     assert len([i for i in items if isinstance(i, Disconnected)]) == 1
     assert isinstance(items[-1], Disconnected)
-    assert "could not start" in items[-1].reason and "no-such-model" in items[-1].reason
+    assert "no-such-model" in items[-1].reason and "neither a packaged one" in items[-1].reason

@@ -15,7 +15,9 @@ from engine.stream.records import RunFinished, StepRecord
 def test_a_client_that_stops_reading_is_dropped_and_the_engine_goes_on():
     host = EngineHost(preset_spec("demo", policy="strict"), None)
     log: list[str] = []
-    fanout = Fanout(host, max_backlog_bytes=16 * 1024, log=log.append)
+    # The demo streams ~570 KB. A client that never reads passes 128 KiB early; one that reads
+    # in a loop never falls that far (~250 steps) behind, even on a loaded 2-core machine.
+    fanout = Fanout(host, max_backlog_bytes=128 * 1024, log=log.append)
     stuck, never_read = socket.socketpair()
     for sock in (stuck, never_read):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)

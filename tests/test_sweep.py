@@ -66,7 +66,10 @@ BAD_GRIDS = [
     (["nope=1,2"], "not a RunSpec field"),
     (["n"], "malformed --grid"),
     (["n=2,,4"], "empty value"),
-    (["n=two"], "Expected `int`"),
+    (["n=two"], "--grid n=two must be an integer from 1 to"),
+    (["seed=-1"], "--grid seed=-1 must be an integer from 0 to"),
+    (["swap_space=nan"], "finite"),
+    (["block_size=16,24"], "--grid block_size=24 must be one of 8, 16, 32"),
     (["n=2,2"], "given twice"),
     (["policy=watermark:0.5,watermark:0.50"], "given twice"),
     (["policy=fast"], "unknown policy"),
@@ -84,8 +87,8 @@ def test_bad_grids_are_one_line_errors(grid, message):
 
 
 def test_a_cell_our_checks_reject_is_a_usage_error_naming_the_cell():
-    axes = [parse_axis("block_size=16,24")]
-    with pytest.raises(ConfigError, match=r"cell block_size=24: --block-size must be 8, 16 or 32"):
+    axes = [parse_axis("n=2,100")]  # the demo preset runs at most 64 sequences
+    with pytest.raises(ConfigError, match=r"cell n=100: --n 100 is more than --max-num-seqs 64"):
         expand(preset_spec("demo"), axes)
 
 
@@ -139,7 +142,7 @@ SWEEP_BAD = [
     (["sweep-report", "{tmp}/missing"], "no sweep.toml here"),
     (["sweep-browse", "{tmp}/missing"], "no sweep.toml here"),
     (["sweep", *BASE, "--grid", "n=1,2", "--seeds", "0", "-o", "{tmp}/x"],
-     "--seeds must be at least 1"),
+     "--seeds must be from 1 to 1,000,000, got 0"),
 ]
 
 
@@ -179,6 +182,7 @@ def test_serial_sweep_rows_are_the_cells_summaries(serial_sweep):
         # the kept recording summarizes to the row: one definition of every number
         recording = load_recording(out / row["recording"])
         summary = msgspec.to_builtins(summarize(recording.all_items()))
+        assert summary.pop("time_axis") == "sim" and summary.pop("exec_seconds") > 0  # not rows
         assert {k: row[k] for k in SUMMARY_COLUMNS} == summary
         assert recording.header.spec["num_cpu_blocks"] == row["num_cpu_blocks"]
         assert recording.header.spec["policy"] == row["policy"]

@@ -212,3 +212,33 @@ async def test_policy_picker_sets_a_watermark_level():
         change = screen.view.policy_changes[0]
         assert (change.new, change.source) == ("watermark:0.7", "tui")
         await pilot.press("q")
+
+
+async def test_restart_after_an_abort_records_under_the_policy_it_runs(tmp_path, monkeypatch):
+    """Issue #8's R mislabel: switch to watermark after the abort, restart: the new run, its
+    recording's name and its header all say watermark, and the first recording is untouched."""
+    monkeypatch.chdir(tmp_path)
+    spec = preset_spec("demo", policy="off").validated()
+    app = live_app(spec, "auto")
+    async with app.run_test(size=SIZE) as pilot:
+        screen: LiveScreen = app.main_screen  # type: ignore[assignment]
+        await wait_for(pilot, lambda: screen.over, "the abort")
+        first = list(screen.recordings)
+        assert len(first) == 1 and first[0].endswith("-demo-off.jsonl.zst")
+        first_pid = engine_pid(screen)
+        await pilot.press("f", "f")  # off → strict → watermark:0.5, both for the restart
+        assert "R restarts with watermark:0.5" in status_text(app)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: len(screen.recordings) == 2 and screen.view.steps,
+                       "the restarted run's recording")
+        assert screen.recordings[1].endswith("-demo-watermark_0.5.jsonl.zst")
+        assert screen.view.steps[0].policy == "watermark:0.5"
+        pid = engine_pid(screen)
+        await pilot.press("q")
+    wait_for_exit(first_pid)
+    wait_for_exit(pid)
+    old = load(tmp_path / first[0])
+    assert old.abort is not None and {s.policy for s in old.steps} == {"off"}
+    new = load(tmp_path / screen.recordings[1])
+    assert new.header.spec["policy"] == "watermark:0.5"
+    assert new.finished is not None and new.finished.reason in ("stopped", "completed")

@@ -14,6 +14,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from engine.analysis.runway import LateFix
+from engine.safe_text import safe
 from engine.stream.records import EngineAborted
 
 
@@ -78,7 +79,7 @@ class AbortBanner(Static):
     def describe(abort: EngineAborted, footer: str, late: LateFix | None,
                  compact: bool) -> Text:
         last = max(0, abort.step - 1)  # the aborting step did not complete
-        message = abort.message.split(". Please")[0].rstrip(".")
+        message = safe(abort.message.split(". Please")[0].rstrip("."))  # from a file
         if compact:
             text = Text(no_wrap=True, overflow="ellipsis")
             text.append(f"✗ vLLM ABORTED after step {last:,}: {message}\n")
@@ -90,7 +91,7 @@ class AbortBanner(Static):
             return text
         text = Text()
         text.append(f"✗ vLLM ABORTED after step {last:,} (step {abort.step:,} raised): "
-                    f"{abort.error}: {abort.message}\n")
+                    f"{safe(abort.error)}: {safe(abort.message)}\n")
         text.append(f"when it gave up: swapped {abort.swapped} groups · running "
                     f"{abort.running} · waiting {abort.waiting:,} · CPU KV "
                     f"{abort.cpu_used:,}/{abort.cpu_total:,} ({abort.cpu_pct:.1f}%) · "

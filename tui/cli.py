@@ -14,17 +14,27 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from engine import console
 from engine.cli import add_run_flags, build_parser, dispatch, spec_from_args
 from engine.errors import ConfigError
+from engine.options import bounded
 
 DEFAULT_WINDOW = 2000
+MAX_WINDOW = 1_000_000  # steps of plot history kept in memory per series
+
+
+def need_terminal() -> None:
+    """Textual reads keys from stdin and draws on stdout: both must exist."""
+    if sys.__stdin__ is None or sys.__stdout__ is None:
+        closed = "stdin" if sys.__stdin__ is None else "stdout"
+        raise ConfigError(f"{closed} is closed: the TUI needs a terminal (for headless use: "
+                          f"observatory run, summary, ...)")
 
 
 def cmd_live(args: argparse.Namespace) -> int:
     from tui.launch import live
 
-    if args.window < 10:
-        raise ConfigError(f"--window must be at least 10 steps, got {args.window}")
+    need_terminal()
     if args.connect:
         return live(None, window=args.window, connect=(args.connect, read_token(args)))
     spec = spec_from_args(args)
@@ -52,6 +62,7 @@ def read_token(args: argparse.Namespace) -> str:
 def cmd_replay(args: argparse.Namespace) -> int:
     from tui.launch import replay
 
+    need_terminal()
     return replay(args.paths, speed=args.speed, follow=args.follow, lenient=args.lenient)
 
 
@@ -59,7 +70,8 @@ def build_full_parser() -> argparse.ArgumentParser:
     parser, sub = build_parser()
     live = sub.add_parser("live", help="open the live monitor (the default command)")
     add_run_flags(live)
-    live.add_argument("--window", type=int, default=DEFAULT_WINDOW,
+    live.add_argument("--window", type=bounded(int, 10, MAX_WINDOW, "--window"),
+                      default=DEFAULT_WINDOW,
                       help=f"steps shown in the live plots (default {DEFAULT_WINDOW})")
     attach = live.add_argument_group("attach to a running `observatory serve`")
     attach.add_argument("--connect", metavar="HOST:PORT",
@@ -80,13 +92,18 @@ def build_full_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    console.stub_missing_streams()  # before argparse writes help or an error
     parser = build_full_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
         argv = ["live", *argv]  # bare `observatory [flags]` is the live monitor
     args = parser.parse_args(argv)
-    return dispatch(args)
+    return dispatch(args, guard_output=args.command not in TUI_COMMANDS)
 
+
+TUI_COMMANDS = ("live", "replay", "sweep-browse")
+"""Commands that open the Textual app, which owns the terminal: their stdout is not wrapped
+(engine.console guards the headless commands' output)."""
 
 FAST_EXIT_COMMANDS = ("live", "replay")
 """Commands that end by skipping the interpreter's teardown (seconds on a loaded machine, with

@@ -25,6 +25,7 @@ from textual.widgets import Static
 from engine.analysis.divergence import decision_diff, first_difference
 from engine.analysis.runway import late_fix
 from engine.stream.records import StepRecord
+from engine.timeaxis import axis_of
 from tui import palette
 from tui.ab_timeline import Align, Timeline
 from tui.abort_banner import AbortBanner
@@ -266,8 +267,9 @@ class CompareScreen(Screen):
         text.append("\n")
         sa, sb = a.step(steps[0]), b.step(steps[1])
         if self.timeline.align == "time" and sa is not None and sb is not None:
-            text.append(f"A step {sa.step:,} (sim {sa.sim_s:.2f} s) · B step {sb.step:,} "
-                        f"(sim {sb.sim_s:.2f} s): ")
+            xa, xb = axis_of(a.header), axis_of(b.header)
+            text.append(f"A step {sa.step:,} ({xa.short} {xa.clock(sa):.2f} s) · B step "
+                        f"{sb.step:,} ({xb.short} {xb.clock(sb):.2f} s): ")
         else:
             text.append(f"step {steps[0]:,}: " if steps[0] == steps[1]
                         else f"A step {steps[0]:,} · B step {steps[1]:,}: ")

@@ -26,6 +26,7 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from engine.safe_text import safe
 from engine.stream.records import StepRecord
 from tui.messages import StepSelected
 from tui.run_view import RunView
@@ -157,7 +158,7 @@ def row_cells(s: StepRecord, columns: list[tuple[Column, int]] | None = None
 def _segments(cells: list[tuple[str, Style | None]], widths: list[int]) -> list[Segment]:
     segments = []
     for (text, style), width in zip(cells, widths):
-        segments.append(Segment(text[:width - 1].ljust(width), style))
+        segments.append(Segment(safe(text)[:width - 1].ljust(width), style))  # ids from a file
     return segments
 
 

@@ -23,6 +23,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from engine.safe_text import safe
 from tui.run_view import Event, RunView
 
 LEVEL_STYLES = {"info": "", "warning": "#e6db74", "error": "bold #f4005f"}
@@ -107,7 +108,7 @@ def entry_text(entry: Entry) -> Text:
     text = Text(f"{event.step:>6} ", "dim")
     if entry.count > 1:
         text.append(f"×{entry.count:,} ", "bold reverse")
-    text.append(entry.text, style)
+    text.append(safe(entry.text), style)  # a recording's log lines reach the terminal
     if entry.count > 1 and entry.first_step != event.step:
         text.append(f" (since step {entry.first_step:,})", "dim")
     return text

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.errors import ConfigError
+from engine.safe_text import safe
 from engine.spec import RunSpec
 from tui.app import ObservatoryApp
 from tui.run_view import RunView
@@ -24,7 +25,7 @@ MIN_SPEED, MAX_SPEED = 0.25, 64.0
 
 
 def _fail(message: str) -> int:
-    print(f"observatory: error: {message}", file=sys.stderr)
+    print(f"observatory: error: {safe(message)}", file=sys.stderr)  # may quote a file
     return 2
 
 
@@ -89,7 +90,13 @@ def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, 
     except ConfigError as exc:
         return _fail(str(exc))
     code = app.run()
-    for path in getattr(app.main_screen, "recordings", []):
+    screen = app.main_screen
+    view = getattr(screen, "view", None)
+    if view is not None and view.header is None and getattr(screen, "stage", ""):
+        # quit before the first step (a model can take minutes to load): say what was cut short
+        print(f"observatory: quit before the first step ({screen.stage}): the engine process "
+              f"was stopped and nothing was recorded", file=sys.stderr)
+    for path in getattr(screen, "recordings", []):
         print(f"recording: {path}", file=sys.stderr)
     return code if isinstance(code, int) else 0
 

@@ -20,6 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.geometry import Size
 
 from engine.analysis.runway import LateFix, Runway, forecast, late_fix, latest_change
+from engine.timeaxis import axis_of
 from tui import palette
 from tui.abort_banner import AbortBanner
 from tui.decisions_table import DecisionsTable
@@ -155,7 +156,7 @@ class RunPanel(Vertical):
         self.query_one(DecisionsTable).show_until(view, step)
         shown = view.get(self.pinned) if self.pinned is not None else view.current
         self.query_one(StepDetail).show(shown, pinned=self.pinned is not None,
-                                        show_wall=status.show_wall)
+                                        show_wall=status.show_wall, axis=axis_of(view.header))
         events = self.query_one(EventLog)
         if self.mode == "live":
             events.show_until(view, None)
@@ -170,6 +171,7 @@ class RunPanel(Vertical):
         kv = self.query_one("#plot-kv", RunPlot)
         queues = self.query_one("#plot-queues", RunPlot)
         tokens = self.query_one("#plot-tokens", RunPlot)
+        tokens.title = f"tokens/{axis_of(view.header).unit}"  # per second of the run's axis
 
         def line(plot: RunPlot, name: str, label: str, color: palette.RGB, axis: str = "left",
                  short: str = "") -> Line:

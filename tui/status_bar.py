@@ -19,7 +19,9 @@ from rich.text import Text
 from textual.widgets import Static
 
 from engine.analysis.runway import Runway
+from engine.safe_text import safe
 from engine.stream.records import StepRecord
+from engine.timeaxis import SIM, axis_of
 from tui.run_view import RunView
 
 POLICY_STYLES = {"off": "bold white on #c0003c", "strict": "bold black on #98e024",
@@ -158,7 +160,7 @@ class StatusBar(Static):
 
 
 def _policy_badge(text: Text, view: RunView, status: Status, level: int) -> None:
-    policy = view.policy
+    policy = safe(view.policy)  # from a file when replaying
     pending = status.pending_policy if status.pending_policy != policy else None
     shown = policy if level < 3 else short_policy(policy)
     if level == 0:
@@ -229,12 +231,14 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
         pieces.append((2, 2, [(f"R restarts with {status.restart_policy}", "bold"),
                               (f"R: {short_policy(status.restart_policy)}", "bold")]))
     if s is not None:
-        times = f"sim {s.sim_s:,.1f} s"
-        if status.show_wall:
+        axis = axis_of(view.header)  # "sim 12.3 s" or, measured on a GPU, "GPU 12.3 s"
+        clock = f"{axis.short} {axis.clock(s):,.1f} s"
+        times = clock
+        if status.show_wall and axis is SIM:
             times += f"  wall {s.wall_s:,.1f} s"
         if status.steps_per_s is not None and status.state == "running":
             times += f"  {status.steps_per_s:,.0f} steps/s"
-        pieces.append((3, 3, [(times, ""), (f"sim {s.sim_s:,.1f} s", "")]))
+        pieces.append((3, 3, [(times, ""), (clock, "")]))
     if status.source:
         pieces.append((4, 4, [(status.source, status.source_style)]))
     h = view.header

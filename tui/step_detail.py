@@ -8,13 +8,15 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from engine.safe_text import safe
 from engine.stream.records import StepRecord
+from engine.timeaxis import SIM, TimeAxis
 
 
 def _ids(ids: list[str], limit: int = 40) -> str:
     if not ids:
         return "—"
-    shown = ", ".join(ids[:limit])
+    shown = ", ".join(safe(i) for i in ids[:limit])  # ids come from a file
     return shown if len(ids) <= limit else f"{shown} … (+{len(ids) - limit})"
 
 
@@ -35,7 +37,7 @@ class StepDetail(Static):
         self._shown: tuple[int, bool] | None = None
 
     def show(self, step: StepRecord | None, *, pinned: bool = False,
-             show_wall: bool = True) -> None:
+             show_wall: bool = True, axis: TimeAxis = SIM) -> None:
         key = (step.step if step is not None else -1, pinned)
         if key == self._shown:
             return
@@ -43,22 +45,26 @@ class StepDetail(Static):
         self.border_title = f"step {step.step:,}{' (pinned, esc unpins)' if pinned else ''}" \
             if step is not None else "step detail"
         # Fixed height: skip the layout pass Static.update does by default.
-        self.update(self.describe(step, show_wall) if step is not None else "no steps yet",
+        self.update(self.describe(step, show_wall, axis) if step is not None else "no steps yet",
                     layout=False)
 
     @staticmethod
-    def describe(s: StepRecord, show_wall: bool = True) -> Text:
+    def describe(s: StepRecord, show_wall: bool = True, axis: TimeAxis = SIM) -> Text:
         t = Text()
-        t.append(f"policy {s.policy}   sim {s.sim_s:,.3f} s (+{s.sim_step_s * 1000:.1f} ms)")
-        if show_wall:
-            t.append(f"   wall {s.wall_s:,.2f} s")
+        if axis is SIM:
+            t.append(f"policy {safe(s.policy)}   sim {s.sim_s:,.3f} s (+{s.sim_step_s * 1000:.1f} ms)")
+            if show_wall:
+                t.append(f"   wall {s.wall_s:,.2f} s")
+        else:  # measured: the wall clock is the axis; the cost model's guess is for comparison
+            t.append(f"policy {safe(s.policy)}   {axis.short} {axis.clock(s):,.3f} s  exec "
+                     f"{s.exec_s * 1000:.2f} ms (model {s.sim_step_s * 1000:.1f} ms)")
         t.append(f"\nqueues   running {s.running} ({s.running_seqs} seqs)  swapped {s.swapped}"
                  f"  waiting {s.waiting}")
         t.append(f"\nKV       GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
                  f"CPU {s.cpu_used}/{s.cpu_total} ({s.cpu_pct:.1f}%)")
         t.append(f"\ntokens   {s.batched_tokens}/{s.token_budget} batched  prompt "
                  f"{s.prompt_tokens}  generated {s.generated_tokens}")
-        chunks = " ".join(f"{rid}:{n}" for rid, n in s.prefills) or "—"
+        chunks = " ".join(f"{safe(rid)}:{n}" for rid, n in s.prefills) or "—"
         t.append(f"\nprefill  {chunks}")
         t.append(f"\ndecode   {s.decode_groups} groups / {s.decode_seqs} seqs")
         t.append("\nswap out ")

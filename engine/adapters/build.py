@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine import logs
+from engine.adapters.build_errors import build_errors
 from engine.errors import ConfigError
 from engine.spec import RunSpec
 
 MODELS_DIR = Path(__file__).parent / "models"
+MAX_SYNTHETIC_TOKEN_ID = 50_002  # engine.workload's --prompt-len ids: (i * 7919 + k) % 50000 + 3
 
 
 @dataclass
@@ -76,16 +78,12 @@ def _summarize_config(config: Any) -> dict[str, Any]:
     return out
 
 
-def build_engine(spec: RunSpec) -> BuiltEngine:
-    """Construct the engine; raise ConfigError for anything the user can fix."""
-    if spec.backend == "gpu" and not cuda_available():
-        raise ConfigError("the gpu backend needs a CUDA device and none was found: "
-                          "use --backend sim")
-    import vllm
-    from vllm import EngineArgs, LLMEngine
-    from vllm.usage.usage_lib import UsageContext
+def engine_config(spec: RunSpec) -> tuple[Any, dict[str, Any] | None]:
+    """vLLM's EngineConfig for `spec` (no engine, no CUDA needed), and on the gpu backend with
+    `num_cpu_blocks` the swap-space translation the header records (engine.adapters.swap_space).
+    Raises ConfigError."""
+    from vllm import EngineArgs
 
-    logs.install()  # in case vLLM was imported (and configured its logging) before us
     if spec.backend == "sim":
         model = sim_model_dir(spec.model_name)
         args = EngineArgs(
@@ -115,10 +113,29 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
             seed=spec.seed,
             disable_log_stats=False,
         )
-    try:
-        config = args.create_engine_config()
-    except (ValueError, OSError) as exc:
-        raise ConfigError(f"vLLM rejected the engine config: {str(exc).splitlines()[0]}") from None
+    config = _engine_config(args)
+    swap_translation = None
+    if spec.backend == "gpu" and spec.num_cpu_blocks is not None:
+        from engine.adapters import swap_space
+
+        args.swap_space = swap_space.swap_space_gib_for(spec.num_cpu_blocks,
+                                                        swap_space.cache_block_bytes(config))
+        config = _engine_config(args)
+        swap_translation = swap_space.translation(spec.num_cpu_blocks, config)
+    return config, swap_translation
+
+
+def build_engine(spec: RunSpec) -> BuiltEngine:
+    """Construct the engine; raise ConfigError for anything the user can fix."""
+    if spec.backend == "gpu" and not cuda_available():
+        raise ConfigError("the gpu backend needs a CUDA device and none was found: "
+                          "use --backend sim")
+    import vllm
+    from vllm import LLMEngine
+    from vllm.usage.usage_lib import UsageContext
+
+    logs.install()  # in case vLLM was imported (and configured its logging) before us
+    config, swap_translation = engine_config(spec)
 
     count_tokens = None
     stop_token_ids: list[int] = []
@@ -131,25 +148,42 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
         if spec.tokenizer:
             count_tokens = _local_tokenizer(spec.tokenizer)
     else:
-        if spec.num_cpu_blocks is not None:
-            raise ConfigError("--num-cpu-blocks is a sim-backend knob; on the gpu backend vLLM "
-                              "derives CPU blocks from --swap-space")
         from vllm.executor.gpu_executor import GPUExecutor
 
+        vocab = config.model_config.get_vocab_size()
+        if spec.prompt_len is not None and vocab <= MAX_SYNTHETIC_TOKEN_ID:
+            # a real model would index its embedding out of range (a CUDA device-side assert)
+            raise ConfigError(f"--prompt-len sends token ids up to {MAX_SYNTHETIC_TOKEN_ID}, "
+                              f"beyond {spec.model_name!r}'s vocabulary of {vocab:,}: leave "
+                              f"--prompt-len out to send the seed's text")
         executor_class = GPUExecutor
-    engine = LLMEngine(**config.to_dict(),
-                       executor_class=executor_class, log_stats=True,
-                       usage_context=UsageContext.ENGINE_CONTEXT)
+    with build_errors(spec.model_name):
+        engine = LLMEngine(**config.to_dict(),
+                           executor_class=executor_class, log_stats=True,
+                           usage_context=UsageContext.ENGINE_CONTEXT)
+    config_summary = _summarize_config(config)
+    if swap_translation is not None:
+        config_summary["swap_space_from_num_cpu_blocks"] = swap_translation
     return BuiltEngine(
         engine=engine,
         model=spec.model_name,
         vllm_version=vllm.__version__,
         max_model_len=config.model_config.max_model_len,
-        engine_config=_summarize_config(config),
+        engine_config=config_summary,
         count_tokens=count_tokens,
         text_prompts=spec.backend == "gpu" and spec.prompt_len is None,
         stop_token_ids=stop_token_ids,
     )
+
+
+def _engine_config(args: Any) -> Any:
+    """vLLM's EngineConfig for `args`; its complaints (bad knob, unknown model) as one line."""
+    with build_errors(args.model):  # an OSError (no such model, no config) names its cause
+        try:
+            return args.create_engine_config()
+        except ValueError as exc:
+            raise ConfigError(f"vLLM rejected the engine config: "
+                              f"{str(exc).splitlines()[0]}") from None
 
 
 def _local_tokenizer(path: str) -> Callable[[str], list[int]]:

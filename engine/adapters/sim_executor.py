@@ -31,6 +31,9 @@ from vllm.sequence import (CompletionSequenceGroupOutput, ExecuteModelRequest, L
                            SamplerOutput, SequenceOutput)
 from vllm.worker.cache_engine import CacheEngine
 
+from engine.errors import ConfigError
+from engine.options import check_block_memory
+
 _LOGPROB = Logprob(logprob=-1.0)
 
 
@@ -79,7 +82,14 @@ class SimExecutor(ExecutorBase):
             return self._num_gpu_blocks, self._num_cpu_blocks
         block_bytes = CacheEngine.get_cache_block_size(self.cache_config, self.model_config,
                                                        self.parallel_config)
-        return self._num_gpu_blocks, int(self.cache_config.swap_space_bytes // block_bytes)
+        num_cpu_blocks = int(self.cache_config.swap_space_bytes // block_bytes)
+        swap_gib = self.cache_config.swap_space_bytes / 2**30
+        if num_cpu_blocks < 1:  # vLLM would run, then abort at the first swap-out
+            raise ConfigError(f"--swap-space {swap_gib:g} GiB holds no CPU block of "
+                              f"{block_bytes:,} bytes for this model: give at least "
+                              f"{block_bytes / 2**30:.2g} GiB, or --num-cpu-blocks")
+        check_block_memory(self._num_gpu_blocks, num_cpu_blocks)  # before vLLM builds them
+        return self._num_gpu_blocks, num_cpu_blocks
 
     def initialize_cache(self, num_gpu_blocks: int, num_cpu_blocks: int) -> None:
         self.num_gpu_blocks, self.num_cpu_blocks = num_gpu_blocks, num_cpu_blocks

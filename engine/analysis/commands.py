@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from engine.errors import ConfigError
+from engine.safe_text import safe
 
 _LENIENT_HELP = ("skip damaged lines and blocks (counted and reported) instead of refusing "
                  "the file")
@@ -32,7 +33,8 @@ def register(subparsers: Any) -> None:
     compare = subparsers.add_parser(
         "compare", help="compare recordings side by side, with a CPU KV plot",
         description="Compare recorded runs: peak CPU KV %, peak swapped, abort step, "
-                    "throughput and TTFT in simulated time, withheld-prefill steps; then one "
+                    "throughput and TTFT on each recording's time axis (simulated, or measured "
+                    "on a GPU), withheld-prefill steps; then one "
                     "terminal plot of CPU KV-cache usage over steps.")
     compare.add_argument("paths", metavar="PATH", nargs="+", help="two or more recordings")
     compare.add_argument("--json", action="store_true", help="print the metrics as JSON, no plot")
@@ -43,7 +45,8 @@ def register(subparsers: Any) -> None:
     export = subparsers.add_parser(
         "export", help="export a recording as CSV (one row per step) or a Perfetto trace",
         description="Export a recording: CSV with one row per step, or a Chrome-trace JSON "
-                    "that opens in ui.perfetto.dev (steps on a simulated-time timeline).")
+                    "that opens in ui.perfetto.dev (steps on the recording's time axis: "
+                    "simulated, or measured on a GPU).")
     export.add_argument("path", metavar="PATH", help="a recording")
     export.add_argument("--format", choices=("csv", "perfetto"), required=True,
                         help="csv or perfetto")
@@ -67,7 +70,7 @@ def _note_cut(recording: Any) -> None:
     from engine.stream.integrity import notes
 
     for note in notes(recording):
-        sys.stderr.write(note + "\n")
+        sys.stderr.write(safe(note) + "\n")  # quotes the path and what was wrong in the file
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
@@ -115,9 +118,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from engine.analysis.verify import verify_file
 
-    result = verify_file(args.path, progress=sys.stderr)
+    try:
+        result = verify_file(args.path, progress=sys.stderr)
+    except ConfigError as exc:  # name the file (a header's run spec does not know its path)
+        text = str(exc)
+        raise ConfigError(text if text.startswith(args.path) else f"{args.path}: {text}") \
+            from None
     if result.ok:
-        sys.stdout.write(f"verified: {result.message}\n")
+        sys.stdout.write(f"verified: {safe(result.message)}\n")
         return 0
-    sys.stdout.write(f"verify failed: {result.message}\n")
+    sys.stdout.write(f"verify failed: {safe(result.message)}\n")
     return 1

@@ -1,8 +1,11 @@
 """`observatory compare`: a few numbers per run, side by side, and one plot of CPU KV usage.
 
 The metrics are the ones issue #5578 is about (how full the swap space got, whether and when
-vLLM aborted, what the fix costs in throughput and latency), all in *simulated* time so that
-runs made on different machines, or under a loaded TUI, compare fairly.
+vLLM aborted, what the fix costs in throughput and latency). Throughput and TTFT are on each
+recording's time axis (engine.timeaxis): *simulated* time for sim runs, so that runs made on
+different machines, or under a loaded TUI, compare fairly; *measured* time for gpu runs, whose
+arrivals were paced by the wall clock. The labels say which; runs on different axes are shown
+side by side but their times are not comparable, and the "time axis" row says so.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from typing import Sequence
 
 import msgspec
 
+from engine.safe_text import safe
 from engine.stream.run import Recording
 from engine.stream.records import StepRecord
 from engine.analysis.summary import summarize
+from engine.timeaxis import axis_named, axis_of
 
 
 class RunMetrics(msgspec.Struct, kw_only=True):
@@ -28,10 +33,11 @@ class RunMetrics(msgspec.Struct, kw_only=True):
     peak_cpu_kv_pct: float
     peak_swapped: int
     abort_step: int | None
-    throughput_tok_s: float | None  # generated tokens per simulated second
-    ttft_mean_s: float | None  # simulated seconds from arrival to the first token
+    throughput_tok_s: float | None  # generated tokens per second on the time axis
+    ttft_mean_s: float | None  # seconds (time axis) from arrival to the first token
     ttft_p99_s: float | None
     withheld_steps: int  # steps in which the policy withheld new prefills
+    time_axis: str = "sim"  # "sim" or "gpu" (engine.timeaxis)
 
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -42,15 +48,16 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
 
 def run_metrics(recording: Recording) -> RunMetrics:
     """The summary's peaks and counts (one definition: engine.analysis.summary), plus TTFT and
-    throughput in simulated time, which only a comparison needs."""
+    throughput on the recording's time axis, which only a comparison needs."""
     summary = summarize(recording.all_items())
+    axis = axis_of(recording.header)
     steps: list[StepRecord] = recording.steps
     arrival_s: dict[str, float] = {}
     for arrivals in recording.arrivals:
         arrival_s.update(zip(arrivals.request_ids, arrivals.arrival_s))
-    ttfts = sorted(s.sim_s - arrival_s[rid] for s in steps for rid in s.first_tokens
+    ttfts = sorted(axis.clock(s) - arrival_s[rid] for s in steps for rid in s.first_tokens
                    if rid in arrival_s)
-    sim_s = steps[-1].sim_s if steps else 0.0
+    sim_s = axis.clock(steps[-1]) if steps else 0.0
     policies = [str(recording.header.spec.get("policy", steps[0].policy if steps else "?"))]
     policies += [change.new for change in recording.policy_changes]
     return RunMetrics(
@@ -65,6 +72,7 @@ def run_metrics(recording: Recording) -> RunMetrics:
         ttft_mean_s=round(sum(ttfts) / len(ttfts), 4) if ttfts else None,
         ttft_p99_s=round(_percentile(ttfts, 99), 4) if ttfts else None,
         withheld_steps=summary.prefill_blocked_steps,
+        time_axis=axis.name,
     )
 
 
@@ -72,29 +80,42 @@ def compare_json(metrics: Sequence[RunMetrics]) -> str:
     return msgspec.json.format(msgspec.json.encode(list(metrics)), indent=2).decode()
 
 
+_TIMED = "{axis}"  # replaced by the runs' time axis in a row label
 _ROWS: tuple[tuple[str, str], ...] = (
     ("policy", "policy"),
     ("steps", "steps"),
     ("end", "end"),
+    ("time axis", "time_axis"),
     ("peak CPU KV %", "peak_cpu_kv_pct"),
     ("peak swapped", "peak_swapped"),
     ("abort step", "abort_step"),
-    ("gen tok/s (sim)", "throughput_tok_s"),
-    ("TTFT mean s (sim)", "ttft_mean_s"),
-    ("TTFT p99 s (sim)", "ttft_p99_s"),
+    ("gen tok/s ({axis})", "throughput_tok_s"),
+    ("TTFT mean s ({axis})", "ttft_mean_s"),
+    ("TTFT p99 s ({axis})", "ttft_p99_s"),
     ("prefill-withheld steps", "withheld_steps"),
 )
 
 
+def _axis_label(metrics: Sequence[RunMetrics]) -> str:
+    """"sim" or "GPU" when every run shares the axis; otherwise say the times don't mix."""
+    names = {m.time_axis for m in metrics}
+    if len(names) == 1:
+        return axis_named(names.pop()).short
+    return "per run: not comparable"
+
+
 def format_table(metrics: Sequence[RunMetrics]) -> str:
     """Metrics as rows, runs as columns: reads across, whatever the number of runs."""
-    cells = [["", *(m.name for m in metrics)]]
+    cells = [["", *(safe(m.name) for m in metrics)]]
+    axis = _axis_label(metrics)
     for label, field in _ROWS:
-        row = [label]
+        row = [label.replace(_TIMED, axis)]
         for m in metrics:
             value = getattr(m, field)
+            if field == "time_axis":
+                value = axis_named(value).unit
             row.append("-" if value is None else f"{value:,}" if isinstance(value, int) else
-                       str(value))
+                       safe(value))
         cells.append(row)
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
     lines = []
@@ -123,7 +144,7 @@ def cpu_kv_plot(recordings: Sequence[Recording], names: Sequence[str],
         if recording.steps:
             xs = [float(s.step) for s in recording.steps]
             marker = None if color else markers[i % len(markers)]
-            plt.plot(xs, recording.column("cpu_pct"), label=name, marker=marker)
+            plt.plot(xs, recording.column("cpu_pct"), label=safe(name), marker=marker)
     plt.title("CPU KV-cache usage (%) by step")
     plt.xlabel("step")
     plt.ylim(0, 100)

@@ -1,8 +1,16 @@
 """`observatory export`: a recording as CSV (spreadsheets, pandas) or as a Perfetto trace.
 
 The Perfetto export is the Chrome trace-event JSON format, which ui.perfetto.dev opens as is.
-Timestamps are *simulated* time (engine.costmodel) in microseconds, so the timeline shows how
-long each step would take on the GPU class the cost model describes, not how fast the sim ran.
+Timestamps are on the recording's time axis (engine.timeaxis), in microseconds:
+- sim: *simulated* time (engine.costmodel), so the timeline shows how long each step would take
+  on the GPU class the cost model describes, not how fast the sim ran;
+- gpu: *measured* time. A step's slice runs from the end of the previous step to the end of this
+  one on the wall clock (everything the engine loop did for it), and a nested `execute_model`
+  slice, ending with the step, is the CUDA-synchronised executor time (`exec_s`).
+The process name and `otherData.time` say which.
+
+CSV carries every scalar field (sim_s, wall_s and exec_s all), plus `axis_time_s` and
+`axis_step_s`: the step's end and duration on the recording's axis, named in `time_axis`.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ import csv
 import io
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -18,6 +27,7 @@ import msgspec
 
 from engine.stream.run import Recording
 from engine.stream.records import StepRecord
+from engine.timeaxis import GPU, axis_of
 
 FORMATS = ("csv", "perfetto")
 
@@ -26,7 +36,8 @@ _SCALARS = [f.name for f in msgspec.structs.fields(StepRecord)
             if getattr(f.type, "__origin__", f.type) in (int, float, bool, str)]
 CSV_COLUMNS = [*_SCALARS, "gpu_pct", "cpu_pct", "prefill_groups", "prefill_tokens",
                "n_swapped_out", "n_swapped_in", "n_recomputed", "n_ignored", "n_finished",
-               "n_first_tokens", "swapped_out_ids", "swapped_in_ids"]
+               "n_first_tokens", "swapped_out_ids", "swapped_in_ids", "time_axis",
+               "axis_time_s", "axis_step_s"]
 
 
 def default_output(path: str, fmt: str) -> Path:
@@ -40,12 +51,13 @@ def default_output(path: str, fmt: str) -> Path:
 
 
 def csv_rows(recording: Recording) -> Iterator[list[Any]]:
+    axis = axis_of(recording.header)
     for s in recording.steps:
         yield [*(getattr(s, name) for name in _SCALARS), round(s.gpu_pct, 3),
                round(s.cpu_pct, 3), len(s.prefills), sum(t for _, t in s.prefills),
                len(s.swapped_out), len(s.swapped_in), len(s.recomputed), len(s.ignored),
                len(s.finished), len(s.first_tokens), " ".join(s.swapped_out),
-               " ".join(s.swapped_in)]
+               " ".join(s.swapped_in), axis.name, axis.clock(s), axis.step_seconds(s)]
 
 
 def to_csv(recording: Recording) -> str:
@@ -64,27 +76,40 @@ def perfetto_trace(recording: Recording) -> dict[str, Any]:
     """Chrome trace-event JSON (object form) for ui.perfetto.dev."""
     pid, tid = 1, 1
     header = recording.header
+    axis = axis_of(header)
+    device = f", {header.device.name}" if axis is GPU and header.device.name else ""
     events: list[dict[str, Any]] = [
         {"ph": "M", "pid": pid, "name": "process_name",
          "args": {"name": f"vLLM {header.vllm_version} scheduler ({header.backend}, "
-                          f"{header.spec.get('preset', '?')}), simulated time"}},
+                          f"{header.spec.get('preset', '?')}{device}), {axis.description}"}},
         {"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": "steps"}},
     ]
     step_start: dict[int, float] = {}
+    previous_end = 0.0
     for s in recording.steps:
-        start = s.sim_s - s.sim_step_s
+        end_s = axis.clock(s)
+        if axis is GPU:  # measured: the whole loop iteration, the executor nested at its end
+            start, dur = previous_end, max(0.0, end_s - previous_end)
+            if s.exec_s > 0:
+                events.append({"ph": "X", "pid": pid, "tid": tid, "name": "execute_model",
+                               "cat": "exec", "ts": _us(max(start, end_s - s.exec_s)),
+                               "dur": _us(min(s.exec_s, dur)), "args": {"exec_s": s.exec_s}})
+        else:
+            start, dur = end_s - s.sim_step_s, s.sim_step_s
+        previous_end = end_s
         step_start[s.step] = start
         events.append({
             "ph": "X", "pid": pid, "tid": tid, "name": f"step {s.step}", "cat": "step",
-            "ts": _us(start), "dur": _us(s.sim_step_s),
-            "args": {"policy": s.policy, "batched_tokens": s.batched_tokens,
+            "ts": _us(start), "dur": _us(dur),
+            "args": {"policy": s.policy, "batched_tokens": s.batched_tokens, "exec_s": s.exec_s,
+                     "sim_step_s": s.sim_step_s,
                      "prefills": [f"{rid}:{n}" for rid, n in s.prefills],
                      "decode_groups": s.decode_groups, "decode_seqs": s.decode_seqs,
                      "swapped_out": s.swapped_out, "swapped_in": s.swapped_in,
                      "recomputed": s.recomputed, "finished": s.finished,
                      "withheld": s.withheld, "held_back": s.held_back},
         })
-        end = _us(s.sim_s)
+        end = _us(end_s)
         events.append({"ph": "C", "pid": pid, "name": "KV cache %", "ts": end,
                        "args": {"gpu": round(s.gpu_pct, 3), "cpu": round(s.cpu_pct, 3)}})
         events.append({"ph": "C", "pid": pid, "name": "queues", "ts": end,
@@ -98,7 +123,7 @@ def perfetto_trace(recording: Recording) -> dict[str, Any]:
             events.append({"ph": "i", "s": "p", "pid": pid, "tid": tid, "cat": "swap",
                            "name": f"swap-in x{len(s.swapped_in)}", "ts": _us(start),
                            "args": {"step": s.step, "request_ids": s.swapped_in}})
-    last_end = recording.steps[-1].sim_s if recording.steps else 0.0
+    last_end = axis.clock(recording.steps[-1]) if recording.steps else 0.0
     for change in recording.policy_changes:
         ts = step_start.get(change.step, last_end)
         events.append({"ph": "i", "s": "g", "pid": pid, "tid": tid, "cat": "policy",
@@ -107,15 +132,18 @@ def perfetto_trace(recording: Recording) -> dict[str, Any]:
     abort = recording.abort
     if abort is not None:
         events.append({"ph": "i", "s": "g", "pid": pid, "tid": tid, "cat": "abort",
-                       "name": "engine aborted", "ts": _us(abort.sim_s),
+                       "name": "engine aborted", "ts": _us(axis.clock(abort)),
                        "args": {"step": abort.step, "error": abort.error,
                                 "message": abort.message, "swapped": abort.swapped,
                                 "cpu_pct": round(abort.cpu_pct, 3)}})
-        events.append({"ph": "C", "pid": pid, "name": "KV cache %", "ts": _us(abort.sim_s),
+        events.append({"ph": "C", "pid": pid, "name": "KV cache %",
+                       "ts": _us(axis.clock(abort)),
                        "args": {"gpu": round(abort.gpu_pct, 3), "cpu": round(abort.cpu_pct, 3)}})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"recording": recording.path, "started_at": header.started_at,
-                          "vllm_version": header.vllm_version, "time": "simulated"}}
+                          "vllm_version": header.vllm_version,
+                          "time": "simulated" if axis is not GPU else "measured",
+                          "time_axis": axis.name, "device": msgspec.to_builtins(header.device)}}
 
 
 def render(recording: Recording, fmt: str) -> bytes:
@@ -127,7 +155,11 @@ def render(recording: Recording, fmt: str) -> bytes:
 
 
 def export(recording: Recording, fmt: str, out: str) -> int:
-    """Write the export to `out` ("-" is stdout); return the number of bytes written."""
+    """Write the export to `out` ("-" is stdout); return the number of bytes written.
+
+    A file is written next to `out` under a temporary name and renamed over it only when
+    complete, so a failure (a full disk, an interrupt) leaves no partial file, and an existing
+    `out` stays as it was."""
     from engine.errors import ConfigError
 
     if fmt not in FORMATS:
@@ -137,9 +169,35 @@ def export(recording: Recording, fmt: str, out: str) -> int:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return len(data)
+    target = Path(out)
     try:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_bytes(data)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(target, data)
     except OSError as exc:
         raise ConfigError(f"cannot write {out}: {exc.strerror or exc}") from None
     return len(data)
+
+
+def write_atomically(target: Path, data: bytes) -> None:
+    """`data` at `target`, all or nothing: a temporary file in the same directory, flushed to
+    disk, then renamed over `target`; the temporary file is removed if anything fails."""
+    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(temp, 0o666 & ~_umask())
+        os.replace(temp, target)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

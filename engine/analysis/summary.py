@@ -14,6 +14,8 @@ from typing import Iterable
 
 import msgspec
 
+from engine.safe_text import safe
+
 from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged, Record,
                             RunFinished, StepRecord)
 
@@ -37,6 +39,8 @@ class Summary(msgspec.Struct, kw_only=True):
     sim_seconds: float
     wall_seconds: float
     end_reason: str | None  # RunFinished.reason; None when the recording was cut before the end
+    time_axis: str = "sim"  # the recording's time axis (engine.timeaxis): "sim" or "gpu"
+    exec_seconds: float = 0.0  # measured seconds in the model executor, summed over steps
 
 
 class SummaryBuilder:
@@ -59,6 +63,8 @@ class SummaryBuilder:
         self.sim_s = 0.0
         self.wall_s = 0.0
         self.end: RunFinished | None = None
+        self.time_axis = "sim"
+        self.exec_s = 0.0
 
     def add(self, item: Header | Record) -> None:
         if isinstance(item, StepRecord):
@@ -74,6 +80,7 @@ class SummaryBuilder:
             self.prompt_tokens += item.prompt_tokens
             self.generated_tokens += item.generated_tokens
             self.sim_s, self.wall_s = item.sim_s, item.wall_s
+            self.exec_s += item.exec_s
         elif isinstance(item, PolicyChanged):
             self.policy_changes += 1
         elif isinstance(item, EngineAborted):
@@ -85,7 +92,9 @@ class SummaryBuilder:
         elif isinstance(item, RunFinished):
             self.end = item
             self.sim_s, self.wall_s = item.sim_s, item.wall_s
-        elif isinstance(item, (Arrivals, LogLine, Header)):
+        elif isinstance(item, Header):
+            self.time_axis = item.time_axis
+        elif isinstance(item, (Arrivals, LogLine)):
             pass
 
     def result(self) -> Summary:
@@ -109,6 +118,8 @@ class SummaryBuilder:
             sim_seconds=round(self.sim_s, 4),
             wall_seconds=round(self.wall_s, 3),
             end_reason=self.end.reason if self.end else None,
+            time_axis=self.time_axis,
+            exec_seconds=round(self.exec_s, 6),
         )
 
 
@@ -129,5 +140,5 @@ def format_summary(summary: Summary) -> str:
     lines = []
     for name in summary.__struct_fields__:
         value = getattr(summary, name)
-        lines.append(f"{name:<{width}}  {'-' if value is None else value}")
+        lines.append(f"{name:<{width}}  {'-' if value is None else safe(value)}")
     return "\n".join(lines)

@@ -16,11 +16,12 @@ from typing import Any, TextIO
 import msgspec
 
 from engine.errors import ConfigError
+from engine.safe_text import safe
 from engine.stream.reader import load
 from engine.stream.run import Recording
 from engine.stream.records import Arrivals, EngineAborted, Header, PolicyChanged, RunFinished, StepRecord
 
-_IGNORED_FIELDS = frozenset({"wall_s"})
+_IGNORED_FIELDS = frozenset({"wall_s", "exec_s"})  # measured: real time differs every run
 
 
 class VerifyResult(msgspec.Struct, kw_only=True):
@@ -236,5 +237,5 @@ def verify_file(path: str, progress: TextIO | None = None) -> VerifyResult:
     recording = load(path)
     if progress is not None:
         for note in notes(recording):
-            progress.write(note + "\n")
+            progress.write(safe(note) + "\n")
     return verify(recording, progress)

@@ -31,6 +31,10 @@ _HISTORY_CHUNK = 1 << 20
 Log = Callable[[str], None]
 
 
+def _size(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 1024:.0f} KiB"
+
+
 class ClientQueue:
     """One attached client: its socket, its pending lines and its writer thread."""
 
@@ -80,8 +84,7 @@ class Fanout:
         if client.cut is not None:
             return
         if client.live_bytes > self.max_backlog_bytes:
-            self._cut_locked(client, f"it fell {client.live_bytes / 2**20:.0f} MiB behind "
-                                     f"the engine")
+            self._cut_locked(client, f"it fell {_size(client.live_bytes)} behind the engine")
             return
         client.live.append(line)
         client.live_bytes += len(line)

@@ -77,6 +77,11 @@ class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=
     withheld: bool  # the policy withheld new prefills this step
     held_back: Count  # waiting groups held back by that (the waiting queue at that moment)
 
+    # Measured seconds the model executor took for this step (0.0 when nothing was scheduled
+    # and in recordings made before it existed): gpu, CUDA-synchronised on both sides of
+    # `execute_model`; sim, the real time of the do-nothing executor (engine.adapters.exec_timing).
+    exec_s: Seconds = 0.0
+
     @property
     def gpu_pct(self) -> float:
         return 100.0 * self.gpu_used / self.gpu_total if self.gpu_total else 0.0
@@ -94,7 +99,8 @@ class Arrivals(msgspec.Struct, tag="arrivals", tag_field="kind", kw_only=True, g
     source: str  # "workload" or "burst"
     request_ids: list[str]
     prompt_tokens: list[Count]
-    arrival_s: list[Seconds]  # each request's simulated arrival time (<= sim_s)
+    arrival_s: list[Seconds]  # each request's arrival on the run's time axis (engine.timeaxis):
+    # simulated (<= sim_s) on the sim, measured seconds since the run started on a GPU
 
 
 class PolicyChanged(msgspec.Struct, tag="policy", tag_field="kind", kw_only=True, gc=False):
@@ -174,6 +180,18 @@ RECORD_TYPES: tuple[type, ...] = (StepRecord, Arrivals, PolicyChanged, EngineAbo
                                   RunFinished, ObserverError)
 
 
+class DeviceInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The hardware and software a run's measured times come from (engine.adapters.device_info).
+    Empty strings: unknown, or a recording made before this existed."""
+
+    name: str = ""  # "NVIDIA A100-SXM4-40GB", or "cpu" for the sim backend
+    torch: str = ""  # torch.__version__
+    cuda: str = ""  # CUDA runtime torch was built with (torch.version.cuda)
+    driver: str = ""  # NVIDIA driver version
+    capability: str = ""  # compute capability, "8.0"
+    memory_gib: float = 0.0  # device memory
+
+
 class Header(msgspec.Struct, tag="header", tag_field="kind", kw_only=True):
     """The first line of a recording: enough to re-run it (`spec`) and to trust it."""
 
@@ -187,6 +205,10 @@ class Header(msgspec.Struct, tag="header", tag_field="kind", kw_only=True):
     started_at: str  # ISO 8601, UTC
     host: str
     starts_at_step: Count = 0  # >0 when recording was switched on mid-run (the TUI's `r` key)
+    # The one time axis every plot, table and export of this run uses (engine.timeaxis):
+    # "sim" (the cost model's simulated seconds) or "gpu" (measured seconds on the GPU host).
+    time_axis: str = "sim"
+    device: DeviceInfo = DeviceInfo()
 
 
 class Check(msgspec.Struct, tag="check", tag_field="kind", kw_only=True, omit_defaults=True,

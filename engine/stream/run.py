@@ -25,6 +25,7 @@ import numpy as np
 
 from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged,
                                    Record, RunFinished, StepRecord)
+from engine.timeaxis import axis_of
 
 # ---- kinds of happenings --------------------------------------------------------------------
 
@@ -69,7 +70,8 @@ COLUMNS: dict[str, Callable[[StepRecord], float]] = _numeric_columns()
 """Names `Run.column()` accepts: every numeric StepRecord field plus a few derived ones."""
 
 SERIES = ("gpu_pct", "cpu_pct", "running", "swapped", "waiting", "prompt_tps", "gen_tps")
-"""Names `Run.series()` accepts. The *_tps ones are tokens per simulated second."""
+"""Names `Run.series()` accepts. The *_tps ones are tokens per second of the run's time axis
+(engine.timeaxis: simulated on the sim, measured executor time on a GPU)."""
 
 # ---- display events -------------------------------------------------------------------------
 
@@ -379,7 +381,7 @@ class Run:
         if name.endswith("_tps"):
             tokens = np.asarray(self.column("prompt_tokens" if name == "prompt_tps"
                                             else "generated_tokens")[a:b], dtype=float)
-            secs = np.asarray(self.column("sim_step_s")[a:b], dtype=float)
+            secs = np.asarray(self.column(axis_of(self.header).step_field)[a:b], dtype=float)
             if pad:
                 tokens = np.concatenate([tokens, np.zeros(pad)])
                 secs = np.concatenate([secs, np.zeros(pad)])

@@ -2,7 +2,7 @@
 
 Values stay as the user typed them (that is what `sweep.toml` keeps, so a resumed sweep parses
 them exactly as the first run did) and are converted to each field's type by one function,
-`convert_value`, which uses the same msgspec conversion a config file goes through.
+`convert_value`, which is engine.options' parser for flags and config files too.
 
 A cell's identity is a hash of its whole RunSpec: `--resume` skips a cell whose hash already has
 a row, so a cell is never confused with another even if the grid is written in another order.
@@ -17,8 +17,11 @@ from typing import Any
 import msgspec
 
 from engine.errors import ConfigError
+from engine.options import check_value, lookup, parse_setting
 from engine.policy import parse_policy
 from engine.spec import RunSpec
+
+MAX_SEEDS = 1_000_000  # the axis is built before --max-cells is checked: keep it cheap
 
 # Fields that cannot be an axis, and why (the error says it).
 NOT_GRIDDABLE = {
@@ -26,9 +29,6 @@ NOT_GRIDDABLE = {
     "toggles": "toggles are a list; give --toggle-at for every cell instead",
     "cost": "the cost model is a table; give --cost K=V,... for every cell instead",
 }
-# Flag spellings users type for fields whose flag name differs from the field name.
-ALIASES = {"swap_space": "swap_space_gib"}
-NULL_WORDS = {"none", "null"}
 
 
 class Axis(msgspec.Struct, frozen=True):
@@ -49,35 +49,24 @@ class Cell(msgspec.Struct, frozen=True):
 
 
 def field_name(key: str) -> str:
-    """A grid key as a RunSpec field name: `max-tokens`, `max_tokens` and `swap-space` all work."""
-    name = key.strip().replace("-", "_").lstrip("_")
-    name = ALIASES.get(name, name)
+    """A grid key as a RunSpec field name: `max-tokens`, `max_tokens` and `swap-space` (the
+    flag's spelling) all work."""
+    try:
+        name = lookup(key).name
+    except KeyError:
+        name = None
     if name in NOT_GRIDDABLE:
         raise ConfigError(f"--grid {key}: {NOT_GRIDDABLE[name]}")
-    if name not in RunSpec.__struct_fields__:
+    if name is None:
         valid = ", ".join(f for f in RunSpec.__struct_fields__ if f not in NOT_GRIDDABLE)
         raise ConfigError(f"--grid {key}: not a RunSpec field; use one of {valid}")
     return name
 
 
 def convert_value(field: str, text: str) -> Any:
-    """One grid value, typed as RunSpec declares `field` ("4" -> 4, "none" -> None).
-
-    The single place that knows how a string becomes a field's value; engine/options.py will
-    own this conversion for flags and config files too, and this function then calls it.
-    """
-    raw = text.strip()
-    if raw.lower() in NULL_WORDS:
-        raw = "null"
-    try:
-        converted = msgspec.convert({field: raw}, RunSpec, strict=False)
-    except msgspec.ValidationError as exc:
-        expected = str(exc).split(" - at ")[0]
-        raise ConfigError(f"--grid {field}={text}: {expected}") from None
-    value = getattr(converted, field)
-    if field == "policy":
-        parse_policy(value)  # a one-line error now, not a failed cell later
-    return value
+    """One grid value, typed and bounded as RunSpec declares `field` ("4" -> 4, "none" ->
+    None): engine.options.parse_setting, the same parser as the flags and config files."""
+    return parse_setting(field, text, f"--grid {field}={text.strip()}")
 
 
 def parse_axis(text: str) -> Axis:
@@ -111,8 +100,9 @@ def build_axes(grid: list[str], seeds: int | None, base: RunSpec) -> list[Axis]:
     if repeated:
         raise ConfigError(f"--grid {repeated[0]} given twice: put all its values in one --grid")
     if seeds is not None:
-        if seeds < 1:
-            raise ConfigError(f"--seeds must be at least 1, got {seeds}")
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise ConfigError(f"--seeds must be from 1 to {MAX_SEEDS:,}, got {seeds}")
+        check_value(lookup("seed"), base.seed + seeds - 1, f"--seeds {seeds}: the last seed")
         if "seed" in names:
             raise ConfigError("give --seeds N or --grid seed=..., not both")
         texts = tuple(str(base.seed + i) for i in range(seeds))

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from engine.safe_text import safe
 from engine.sweep import heatmap as heat
 from engine.sweep.rows import columns
 from engine.sweep.store import SweepDir, SweepSpec, rows_to_csv
@@ -63,7 +64,7 @@ def _cell(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, int):
         return f"{value:,}"
-    return str(value)
+    return safe(value)  # a row's strings come from results.jsonl: no control characters
 
 
 def _table_cells(report: Report) -> tuple[list[str], list[list[str]]]:
@@ -73,7 +74,7 @@ def _table_cells(report: Report) -> tuple[list[str], list[list[str]]]:
     for row in report.rows:
         cells = [_cell(row.get(k)) for k in keys]
         if row.get("status") == "failed":
-            cells += ["failed", str(row.get("message") or "")]
+            cells += ["failed", safe(row.get("message") or "")]
         else:
             cells += [_cell(row.get(c)) for c, _ in TABLE_COLUMNS]
         body.append(cells)
@@ -95,6 +96,7 @@ def _footer(report: Report) -> str:
 def render_terminal(report: Report, color: bool | None = None, width: int | None = None) -> str:
     """Table, heatmaps and a footer, as text (ANSI colours when `color`)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     out = io.StringIO()
@@ -111,7 +113,7 @@ def render_terminal(report: Report, color: bool | None = None, width: int | None
                          no_wrap=True)
     for cells in body:
         style = "red" if cells[n_keys] == "failed" else None
-        table.add_row(*cells[:len(headers)], style=style)
+        table.add_row(*(escape(c) for c in cells[:len(headers)]), style=style)  # not markup
     console.print(table)
     maps = heat.heatmaps(report.spec.axes, report.rows)
     for heatmap in maps:

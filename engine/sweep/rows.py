@@ -17,7 +17,10 @@ from engine.sweep.grid import Cell
 
 HEAD_COLUMNS = ("cell", "key")
 STATUS_COLUMNS = ("status", "message")
-SUMMARY_COLUMNS = tuple(Summary.__struct_fields__)
+# Sweeps run on the sim only, so the summary's time axis is always "sim" and its measured
+# executor time is machine noise: neither belongs in a row that must reproduce exactly.
+SUMMARY_COLUMNS = tuple(f for f in Summary.__struct_fields__
+                        if f not in ("time_axis", "exec_seconds"))
 LATENCY_COLUMNS = tuple(Latency.__struct_fields__)
 TAIL_COLUMNS = ("engine_start_s", "import_s", "cell_s", "cpu_s", "attempts", "node", "recording")
 VOLATILE_COLUMNS = frozenset({"wall_seconds", "engine_start_s", "import_s", "cell_s", "cpu_s",
