@@ -156,6 +156,7 @@ def _load(path: str | os.PathLike[str], lenient: bool, into: type[Recording]) ->
     data = _read_all(path)
     frame_notes: list[str] = []
     frame_cut = False
+    verified = 0
     if data.startswith(ZSTD_MAGIC):
         try:
             walk = decompress(data, lenient=lenient, keep_damaged=True)
@@ -167,6 +168,7 @@ def _load(path: str | os.PathLike[str], lenient: bool, into: type[Recording]) ->
             raise RecordingError(f"{name}: {exc}: the compressed file is damaged; run with "
                                  f"--lenient to read the frames around it") from None
         data, frame_cut, frame_notes = walk.text, walk.cut, walk.damaged
+        verified = walk.verified
     if not data or data.isspace():
         if frame_notes:
             raise RecordingError(f"{name}: nothing readable: {frame_notes[0]}")
@@ -185,7 +187,7 @@ def _load(path: str | os.PathLike[str], lenient: bool, into: type[Recording]) ->
         recording.problem_count += 1
         recording.problems.append(note)
     if header.schema >= 2:
-        load_checked(data, recording, name, lenient)
+        load_checked(data, recording, name, lenient, verified)
     else:
         load_unchecked(data, recording, name, lenient)
     if frame_cut and not recording.truncated:

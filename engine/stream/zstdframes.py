@@ -22,6 +22,7 @@ from engine.stream import limits
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _CHECKSUM_FLAG = 0x04  # bit 2 of the frame header descriptor (the byte after the magic)
+_WRITE_SIZE = 1 << 16  # output buffer per call: one allocation covers a typical piece
 
 
 class ZstdLimitError(Exception):
@@ -46,6 +47,9 @@ class FrameWalk:
         self.cut = False  # the last frame is incomplete
         self.damaged: list[str] = []  # lenient: damaged frames, one line each
         self.damaged_frames = 0
+        # Text bytes from the start that only complete frames with a content checksum
+        # produced: zstd has already proved them as written, so a CRC over them adds nothing.
+        self.verified = 0
 
 
 def decompress(data: bytes, *, lenient: bool = False, keep_damaged: bool = False,
@@ -61,17 +65,21 @@ def decompress(data: bytes, *, lenient: bool = False, keep_damaged: bool = False
     total = 0
     pos = 0
     size = len(data)
+    view = memoryview(data)  # slices without copies
     feed = limits.ZSTD_FEED_BYTES
+    chain = True  # every frame so far was complete and checksummed
     while pos < size:
         frame_start, frame_out = pos, len(out)
+        checked = False
         try:
             if data[pos:pos + 4] != ZSTD_MAGIC:
                 raise zstandard.ZstdError("no zstd frame starts here")
-            if pos + 4 < size and not data[pos + 4] & _CHECKSUM_FLAG:
+            checked = pos + 4 < size and bool(data[pos + 4] & _CHECKSUM_FLAG)
+            if not checked:
                 walk.unchecked_frames += 1
-            obj = dctx.decompressobj()
+            obj = dctx.decompressobj(write_size=_WRITE_SIZE)
             while pos < size:
-                chunk = data[pos:pos + feed]
+                chunk = view[pos:pos + feed]
                 piece = obj.decompress(chunk)
                 if piece:
                     out.append(piece)
@@ -86,6 +94,9 @@ def decompress(data: bytes, *, lenient: bool = False, keep_damaged: bool = False
                 if obj.eof:
                     pos += len(chunk) - len(obj.unused_data)
                     walk.frames += 1
+                    chain = chain and checked
+                    if chain:
+                        walk.verified = total
                     break
                 pos += len(chunk)
             else:
@@ -97,6 +108,7 @@ def decompress(data: bytes, *, lenient: bool = False, keep_damaged: bool = False
             if not lenient:
                 raise ZstdDamage(message, frame_start) from None
             walk.damaged_frames += 1
+            chain = False
             if not keep_damaged:
                 del out[frame_out:]
                 total = sum(map(len, out))
