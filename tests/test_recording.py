@@ -946,3 +946,15 @@ def test_run_recording_to_a_closed_stdout_is_one_line(tmp_path: Path) -> None:
                           cwd=tmp_path, env=env, capture_output=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.count(b"\n") == 1, proc.stderr
     assert b"stdout" in proc.stderr
+
+
+def test_a_file_over_the_size_limit_is_refused_before_reading(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    from engine.stream import limits
+
+    path = tmp_path / "big.jsonl"
+    write_lines(path, synthetic_lines(40), sealed=True)
+    monkeypatch.setattr(limits, "MAX_RECORDING_BYTES", path.stat().st_size - 1)
+    with pytest.raises(RecordingError, match="larger than the reader's limit"):
+        load(path)

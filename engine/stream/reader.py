@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 import os
 import select
+import stat
 import sys
 import threading
 import time
@@ -73,17 +74,24 @@ def _read_all(path: str | os.PathLike[str]) -> bytes:
     except (OSError, ValueError) as exc:
         raise RecordingError(f"{name}: cannot read: {getattr(exc, 'strerror', None) or exc}"
                              ) from None
-    if len(data) > limit:
+    if data is None or len(data) > limit:
         raise RecordingError(f"{name}: larger than the reader's limit of {limit:,} bytes")
     return data
 
 
-def _read_bounded(f: Any, limit: int) -> bytes:
-    """Up to `limit` + 1 bytes, in chunks (`read(limit)` would allocate `limit` at once)."""
+def _read_bounded(f: Any, limit: int) -> bytes | None:
+    """Up to `limit` + 1 bytes: a regular file whole if its size allows, a pipe in chunks
+    (`read(limit)` would allocate `limit` at once). None: a regular file over the limit."""
+    try:
+        st = os.fstat(f.fileno())
+    except (OSError, ValueError, AttributeError):
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        return f.read() if st.st_size <= limit else None
     chunks: list[bytes] = []
     size = 0
     while size <= limit:
-        chunk = f.read(min(64 << 20, limit + 1 - size))
+        chunk = f.read(min(_CHUNK, limit + 1 - size))
         if not chunk:
             break
         chunks.append(chunk)
