@@ -48,6 +48,7 @@ _MIN_LINE_BYTES = 16  # no record's line is shorter (the shortest, a policy chan
 _record_decoder = msgspec.json.Decoder(Record)
 _check_decoder = msgspec.json.Decoder(Check)
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+_TOO_LONG = b"\x00a line over MAX_LINE_BYTES\x00"  # its stand-in, compared by identity
 
 
 class RecordingError(ConfigError):
@@ -95,19 +96,20 @@ class _Reader:
         decode = _record_decoder.decode
         append = self.run.append
         if sum(map(len, lines)) > limits.MAX_LINE_BYTES:
-            long = [i for i, line in enumerate(lines) if len(line) > limits.MAX_LINE_BYTES]
-            for i in reversed(long):
-                self.problem(lineno + i, f"line is {len(lines[i]):,} bytes, longer than the "
-                                         f"reader's limit of {limits.MAX_LINE_BYTES:,}")
-                lines = lines[:i] + [b"{}"] + lines[i + 1:]  # reported: now just skipped
+            lines = list(lines)
+            for i, line in enumerate(lines):
+                if len(line) > limits.MAX_LINE_BYTES:
+                    self.problem(lineno + i, f"line is {len(line):,} bytes, longer than the "
+                                             f"reader's limit of {limits.MAX_LINE_BYTES:,}")
+                    lines[i] = _TOO_LONG  # reported: now just skipped
         ok = True
         expected = self.expected
         for line in lines:
             try:
                 item = decode(line)
             except _DECODE_ERRORS as exc:
-                if line == b"{}":
-                    ok = False  # a long line, reported above
+                if line is _TOO_LONG:
+                    ok = False  # reported above
                 else:
                     ok = self._corrupt(line, lineno, exc)
                 lineno += 1
