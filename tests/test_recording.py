@@ -870,7 +870,7 @@ def test_a_full_disk_is_reported_within_a_second(tmp_path: Path) -> None:
 
     def small_files() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails: EFBIG
-        resource.setrlimit(resource.RLIMIT_FSIZE, (400_000, 400_000))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1_500_000, 1_500_000))
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
