@@ -172,13 +172,18 @@ def bounds_cost(path: Path, pairs: int) -> tuple[float, float]:
     return statistics.median(times[0]), statistics.median(times[1])
 
 
-def check_bytes(path: Path) -> tuple[int, int]:
+def check_bytes(path: Path, drop_exec_s: bool = False) -> tuple[int, int]:
     """(compressed size, compressed size of the same text without its Check lines), the
-    text re-compressed the way the recorder does (a block per flush) for a fair comparison."""
+    text re-compressed the way the recorder does (a block per flush) for a fair comparison.
+    `drop_exec_s`: without StepRecord.exec_s (full-precision measured times compress badly)."""
+    import re
+
     import zstandard
 
     text = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(
         path.read_bytes())
+    if drop_exec_s:
+        text = re.sub(rb',"exec_s":[-0-9.e]+', b"", text)
     lines = text.split(b"\n")[:-1]
 
     def compress(keep_checks: bool) -> int:
@@ -248,9 +253,11 @@ def main() -> int:
             recording = load(shipped)
             n = len(recording)
             with_checks, without = check_bytes(shipped)
+            no_exec, _ = check_bytes(shipped, drop_exec_s=True)
             print(f"{shipped.name}: {shipped.stat().st_size:,} bytes / {n:,} steps = "
                   f"{shipped.stat().st_size / n:.1f} bytes/step; Check lines: "
-                  f"{(with_checks - without) / n:+.2f} bytes/step")
+                  f"{(with_checks - without) / n:+.2f} bytes/step; exec_s: "
+                  f"{(with_checks - no_exec) / n:+.1f} bytes/step")
 
         # 2. load time
         print(f"== load time of a {args.load_steps:,}-step recording "
