@@ -1,8 +1,12 @@
 """Benchmark recordings: size on disk, load speed, and what recording costs a headless run.
 
 Prints:
-  1. bytes per step of compressed recordings (fresh runs and the shipped examples);
-  2. time to load a 100,000-step recording, synthesized from a real run's records;
+  1. bytes per step of compressed recordings (fresh runs and the shipped examples), and what
+     the integrity Check lines add to them;
+  2. time to load a 100,000-step recording, synthesized from a real run's records, with the
+     reader's integrity checks (engine.stream.integrity) and without them (the same decode
+     and index, no checks), as medians of alternating pairs (target: checks <= 10% slower);
+     and what the bounds on record fields (msgspec Meta) cost the decoder alone;
   3. steps per second of a headless sim run with recording on and off, interleaved in one
      process (so both see the same machine load), and their ratio (target: >= 0.97).
 
@@ -12,6 +16,7 @@ other people's load, so the ratio is also given in process CPU time (all threads
 and the recorder's flush thread), which is what recording actually costs.
 
     PYTHONPATH=. python bench/bench_recording.py [--preset demo] [--policy strict] [--reps 3]
+        [--load-only]
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.stream.reader import load  # noqa: E402
 from engine.stream.recorder import Recorder  # noqa: E402
-from engine.stream.records import RunFinished, StepRecord  # noqa: E402
+from engine.stream.records import Header, RunFinished, StepRecord  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402
 
 
@@ -79,15 +84,124 @@ def synthesize(items: list[Any], steps: int, path: Path) -> None:
     recorder.close()
 
 
-def best_load_s(path: Path, tries: int = 3) -> tuple[float, int]:
-    times = []
+def load_unchecked(path: Path) -> Any:
+    """The reader without integrity checks: decompress, split, decode, index (what `load` did
+    before Check lines), so the difference to `load` is what checking costs."""
+    import msgspec
+    import zstandard
+
+    from engine.stream.records import Record
+    from engine.stream.run import Run
+
+    data = path.read_bytes()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        if data.startswith(b"\x28\xb5\x2f\xfd"):
+            data = zstandard.ZstdDecompressor().decompressobj(
+                read_across_frames=True).decompress(data)
+        lines = data.split(b"\n")
+        lines.pop()
+        header = msgspec.json.decode(lines[0], type=Header)
+        run = Run(header, str(path))
+        decode = msgspec.json.Decoder(Record).decode
+        append = run.append
+        for line in lines[1:]:
+            if not line.startswith(b'{"kind":"check"'):
+                append(decode(line))
+        return run
+    finally:
+        if was:
+            gc.enable()
+
+
+def paired_load_s(path: Path, pairs: int) -> tuple[float, float, int]:
+    """Medians of `pairs` alternating (checked, unchecked) loads: (checked s, unchecked s,
+    steps)."""
+    checked: list[float] = []
+    unchecked: list[float] = []
     n = 0
-    for _ in range(tries):
-        gc.collect()
-        t = time.perf_counter()
-        n = len(load(path))
-        times.append(time.perf_counter() - t)
-    return min(times), n
+    for i in range(pairs):
+        for arm in ((0, 1) if i % 2 == 0 else (1, 0)):
+            gc.collect()
+            t = time.perf_counter()
+            if arm == 0:
+                n = len(load(path))
+                checked.append(time.perf_counter() - t)
+            else:
+                m = len(load_unchecked(path))
+                unchecked.append(time.perf_counter() - t)
+                assert m == n or n == 0
+    return statistics.median(checked), statistics.median(unchecked), n
+
+
+def bounds_cost(path: Path, pairs: int) -> tuple[float, float]:
+    """Decode every line with the bounded record types and with copies whose fields are the
+    plain types: medians of alternating pairs (s, s)."""
+    import msgspec
+    import zstandard
+
+    from engine.stream.records import RECORD_TYPES
+
+    def plain(cls: type) -> type:
+        fields = [(f.name, getattr(f.type, "__origin__", f.type)) if f.required else
+                  (f.name, getattr(f.type, "__origin__", f.type), f.default)
+                  for f in msgspec.structs.fields(cls)]
+        config = cls.__struct_config__
+        return msgspec.defstruct(cls.__name__, fields, tag=config.tag, tag_field="kind",
+                                 kw_only=True, gc=False)
+
+    from typing import Union
+
+    bounded = msgspec.json.Decoder(Union[RECORD_TYPES]).decode  # type: ignore[valid-type]
+    unbounded = msgspec.json.Decoder(Union[tuple(plain(c) for c in RECORD_TYPES)]).decode
+    text = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(
+        path.read_bytes())
+    lines = [line for line in text.split(b"\n")[1:] if line and not line.startswith(
+        b'{"kind":"check"')]
+    times: dict[int, list[float]] = {0: [], 1: []}
+    gc.disable()
+    for i in range(pairs):
+        for arm in ((0, 1) if i % 2 == 0 else (1, 0)):
+            decode = bounded if arm == 0 else unbounded
+            t = time.perf_counter()
+            for line in lines:
+                decode(line)
+            times[arm].append(time.perf_counter() - t)
+    gc.enable()
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def check_bytes(path: Path, drop_exec_s: bool = False) -> tuple[int, int]:
+    """(compressed size, compressed size of the same text without its Check lines), the
+    text re-compressed the way the recorder does (a block per flush) for a fair comparison.
+    `drop_exec_s`: without StepRecord.exec_s (full-precision measured times compress badly)."""
+    import re
+
+    import zstandard
+
+    text = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(
+        path.read_bytes())
+    if drop_exec_s:
+        text = re.sub(rb',"exec_s":[-0-9.e]+', b"", text)
+    lines = text.split(b"\n")[:-1]
+
+    def compress(keep_checks: bool) -> int:
+        out = 0
+        obj = zstandard.ZstdCompressor(level=3, write_checksum=True).compressobj()
+        block: list[bytes] = []
+        for line in lines:
+            is_check = line.startswith(b'{"kind":"check"')
+            if not is_check or keep_checks:
+                block.append(line + b"\n")
+            if is_check:
+                out += len(obj.compress(b"".join(block)))
+                out += len(obj.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK))
+                block = []
+        out += len(obj.compress(b"".join(block))) + len(obj.flush())
+        return out
+
+    return compress(True), compress(False)
 
 
 def main() -> int:
@@ -97,8 +211,13 @@ def main() -> int:
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--reps", type=int, default=7, help="runs per arm, interleaved")
     parser.add_argument("--load-steps", type=int, default=100_000)
+    parser.add_argument("--pairs", type=int, default=7, help="alternating load pairs")
+    parser.add_argument("--load-only", action="store_true",
+                        help="bytes per step and load times only (one run, no on/off arms)")
     args = parser.parse_args()
     spec = preset_spec(args.preset, policy=args.policy, max_steps=args.max_steps)
+    if args.load_only:
+        args.reps = 0
 
     with tempfile.TemporaryDirectory() as tmp:
         tmpdir = Path(tmp)
@@ -122,33 +241,47 @@ def main() -> int:
                     off_cpu.append(cpu_rate)
 
         # 1. bytes per step
-        print("== bytes per step (zstd level 3, a frame per 0.5 s flush)")
-        size, steps = sizes[0]
+        print("== bytes per step (zstd level 3, a block per 0.5 s flush, a frame per MB)")
+        warm = tmpdir / "warmup.jsonl.zst"
+        size, steps = sizes[0] if sizes else (warm.stat().st_size,
+                                              sum(isinstance(i, StepRecord) for i in items))
+        with_checks, without = check_bytes(warm)
         print(f"fresh {args.preset}/{args.policy} run: {size:,} bytes / {steps:,} steps = "
-              f"{size / steps:.1f} bytes/step")
+              f"{size / steps:.1f} bytes/step; Check lines: "
+              f"{(with_checks - without) / steps:+.2f} bytes/step")
         for shipped in sorted((ROOT / "recordings").glob("*.jsonl.zst")):
             recording = load(shipped)
             n = len(recording)
+            with_checks, without = check_bytes(shipped)
+            no_exec, _ = check_bytes(shipped, drop_exec_s=True)
             print(f"{shipped.name}: {shipped.stat().st_size:,} bytes / {n:,} steps = "
-                  f"{shipped.stat().st_size / n:.1f} bytes/step")
+                  f"{shipped.stat().st_size / n:.1f} bytes/step; Check lines: "
+                  f"{(with_checks - without) / n:+.2f} bytes/step; exec_s: "
+                  f"{(with_checks - no_exec) / n:+.1f} bytes/step")
 
         # 2. load time
         print(f"== load time of a {args.load_steps:,}-step recording "
               f"(synthesized from {sum(isinstance(i, StepRecord) for i in items):,} real steps)")
         big = tmpdir / "big.jsonl.zst"
         synthesize(items, args.load_steps, big)
-        seconds, n = best_load_s(big)
-        print(f".jsonl.zst {big.stat().st_size:,} bytes: {n:,} steps loaded in {seconds:.3f} s "
-              f"(best of 3)")
         plain = tmpdir / "big.jsonl"
         import zstandard
 
         plain.write_bytes(zstandard.ZstdDecompressor().decompressobj(
             read_across_frames=True).decompress(big.read_bytes()))
-        seconds, n = best_load_s(plain)
-        print(f".jsonl     {plain.stat().st_size:,} bytes: {n:,} steps loaded in {seconds:.3f} s "
-              f"(best of 3)")
+        for path in (big, plain):
+            checked, unchecked, n = paired_load_s(path, args.pairs)
+            ratio = checked / unchecked
+            print(f"{path.suffix:5} {path.stat().st_size:>12,} bytes: {n:,} steps; with checks "
+                  f"{checked:.3f} s, without {unchecked:.3f} s: {100 * (ratio - 1):+.1f}% "
+                  f"(medians of {args.pairs} alternating pairs; target <= +10%: "
+                  f"{'met' if ratio <= 1.10 else 'NOT met'})")
+        bounded, unbounded = bounds_cost(big, args.pairs)
+        print(f"record field bounds, decoder alone: {bounded:.3f} s bounded, {unbounded:.3f} s "
+              f"plain types: {100 * (bounded / unbounded - 1):+.1f}%")
 
+    if args.load_only:
+        return 0
     print(f"== headless sim run, {args.preset}/{args.policy}, {args.reps} interleaved reps per arm")
     for label, a, b in (("wall", on, off), ("CPU ", on_cpu, off_cpu)):
         print(f"{label} recording on : " + ", ".join(f"{r:,.0f}" for r in a) + " steps/s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,8 @@ def test_record_to_stdout_is_pure_jsonl():
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     kinds = [json.loads(line)["kind"] for line in lines]
+    assert kinds[-1] == "check"  # the recorder's final Check (engine.stream.integrity)
+    kinds = [kind for kind in kinds if kind != "check"]
     assert kinds[0] == "header" and kinds[-1] == "end" and kinds.count("step") == 30
     assert "steps" in result.stderr  # the summary moved to stderr
 
@@ -233,7 +236,15 @@ def test_a_bad_header_spec_names_its_file_and_key(tmp_path):
     header = json.loads(lines[0])
     header["spec"]["requests"] = "5"
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    lines = [json.dumps(header), *lines[1:]]
+    # Seal it again as the recorder would (a writer that wrote this spec), so the spec check
+    # is what fails, not the header block's CRC.
+    block_end = next(i for i, line in enumerate(lines) if line.startswith('{"kind":"check"'))
+    check = json.loads(lines[block_end])
+    block = "".join(line + "\n" for line in lines[:block_end]).encode()
+    check.update(lines=block_end, crc=zlib.crc32(block))
+    lines[block_end] = json.dumps(check, separators=(",", ":"))
+    bad.write_text("\n".join(lines) + "\n")
     result = observatory("verify", str(bad))
     _one_line_exit_2(result, f"{bad}: run spec: requests must be an integer from 1 to "
                              f"1,000,000, got str '5'")

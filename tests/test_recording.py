@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +25,8 @@ from engine.errors import ConfigError
 from engine.stream.reader import RecordingError, follow, load
 from engine.stream.run import Recording
 from engine.stream.recorder import Recorder, default_recording_path
-from engine.stream.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, PolicyChanged,
-                            RunFinished, StepRecord, decode_record, encode)
+from engine.stream.records import (SCHEMA_VERSION, Arrivals, Check, EngineAborted, Header,
+                                   PolicyChanged, RunFinished, StepRecord, decode_record, encode)
 from engine.spec import preset_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +58,55 @@ def make_step(i: int, **over: Any) -> StepRecord:
     return StepRecord(**fields)
 
 
-def write_lines(path: Path, lines: list[bytes], newline_at_end: bool = True) -> None:
+CHECK = b'{"kind":"check"'
+
+
+def seal(lines: list[bytes], every: int = 10) -> list[bytes]:
+    """Header and record lines as the recorder writes them: a Check line after every `every`
+    lines (a flush) and a final one (close)."""
+    out: list[bytes] = []
+    block: list[bytes] = []
+    seq = 0
+
+    def flush(final: bool = False) -> None:
+        nonlocal seq
+        crc = zlib.crc32(b"".join(line + b"\n" for line in block))
+        out.extend(block)
+        out.append(encode(Check(seq=seq, lines=len(block), crc=crc, final=final)))
+        block.clear()
+        seq += 1
+
+    for line in lines:
+        block.append(line)
+        if len(block) == every:
+            flush()
+    if block:
+        flush()
+    flush(final=True)
+    return out
+
+
+def reseal(lines: list[bytes]) -> list[bytes]:
+    """`lines` with every Check recomputed over the lines before it: what a writer that wrote
+    these values would have left (to test the rules on records, not the checksums)."""
+    out: list[bytes] = []
+    block: list[bytes] = []
+    for line in lines:
+        if line.startswith(CHECK):
+            check = msgspec.json.decode(line, type=Check)
+            crc = zlib.crc32(b"".join(x + b"\n" for x in block))
+            out.append(encode(msgspec.structs.replace(check, lines=len(block), crc=crc)))
+            block = []
+        else:
+            out.append(line)
+            block.append(line)
+    return out
+
+
+def write_lines(path: Path, lines: list[bytes], newline_at_end: bool = True,
+                sealed: bool = False) -> None:
+    """Write `lines` as they are, or (`sealed`) with Check lines as the recorder adds them."""
+    lines = seal(lines) if sealed else lines
     path.write_bytes(b"\n".join(lines) + (b"\n" if newline_at_end else b""))
 
 
@@ -85,7 +135,7 @@ def record_run(path: Path, spec: Any, burst_at: dict[int, int] | None = None) ->
 
     session = Session(spec)
     items: list[Any] = []
-    recorder = Recorder(path)
+    recorder = Recorder(path, flush_interval_s=0.02)  # many flushes, as in a long run
     session.subscribe(recorder.sink)
     session.subscribe(items.append)
     if burst_at:
@@ -195,13 +245,13 @@ def test_verify_names_the_first_changed_step(demo_off: tuple[Path, list[Any]],
     lines = path.read_bytes().splitlines()
     changed = []
     for line in lines:
-        data = json.loads(line)
-        if data.get("kind") == "step" and data["step"] == 57:
+        if line.startswith(b'{"kind":"step","step":57,'):
+            data = json.loads(line)
             data["swapped"] += 1
             line = json.dumps(data).encode()
         changed.append(line)
     bad = tmp_path / "changed.jsonl"
-    write_lines(bad, changed)
+    write_lines(bad, reseal(changed))  # as if the recorder had written the changed value
     from engine.analysis.verify import verify_file
 
     result = verify_file(str(bad))
@@ -219,53 +269,97 @@ def test_verify_refuses_gpu_and_mid_run_recordings(tmp_path: Path) -> None:
 
     lines = synthetic_lines(5)
     gpu = tmp_path / "gpu.jsonl"
-    write_lines(gpu, [encode(make_header(backend="gpu")), *lines[1:]])
+    write_lines(gpu, [encode(make_header(backend="gpu")), *lines[1:]], sealed=True)
     with pytest.raises(ConfigError, match="gpu backend.*cannot be reproduced"):
         verify_file(str(gpu))
     mid = tmp_path / "mid.jsonl"
-    write_lines(mid, [encode(make_header(starts_at_step=5)), *lines[1:]])
+    write_lines(mid, [encode(make_header(starts_at_step=5)),
+                      *(encode(make_step(i)) for i in range(5, 9)),
+                      encode(RunFinished(steps=9, reason="stopped", sim_s=0.1, wall_s=0.1))],
+                sealed=True)
     with pytest.raises(ConfigError, match="starts at step 5"):
         verify_file(str(mid))
 
 
 # ---- damaged files ------------------------------------------------------------------------
 
+def sealed_steps(lines: list[bytes]) -> int:
+    """Steps in the blocks of `lines` (a sealed file's lines) that end with a Check line."""
+    steps = block = 0
+    for line in lines:
+        if line.startswith(CHECK):
+            steps, block = steps + block, 0
+        elif b'"kind":"step"' in line:
+            block += 1
+    return steps
+
+
 def test_truncated_last_line_is_tolerated(tmp_path: Path) -> None:
-    lines = synthetic_lines(40)
+    lines = seal(synthetic_lines(40))
     path = tmp_path / "cut.jsonl"
-    path.write_bytes(b"\n".join(lines[:-2]) + b"\n" + lines[-2][:25])  # cut mid-line, no \n
+    cut_at = len(lines) - 3  # step 39's line: cut mid-line, before its block's Check
+    path.write_bytes(b"\n".join(lines[:cut_at]) + b"\n" + lines[cut_at][:25])
     recording = load(path)
     assert recording.truncated
-    assert len(recording) == 39  # step 39's line was cut
+    assert len(recording) == sealed_steps(lines[:cut_at]) == 37  # its unsealed block dropped
     assert recording.finished is None
+    assert "dropped" in recording.cut_note and "after step 36" in recording.cut_note
+
+
+@pytest.mark.parametrize("where", ["line end", "check", "before final"])
+def test_a_file_cut_on_a_boundary_is_reported_as_cut(tmp_path: Path, where: str) -> None:
+    lines = seal(synthetic_lines(40))
+    keep = {"line end": len(lines) - 4, "check": len(lines) - 7, "before final": len(lines) - 1}
+    path = tmp_path / "cut.jsonl"
+    write_lines(path, lines[:keep[where]])
+    recording = load(path)
+    if where == "before final":  # the end record is sealed: only the closing mark is missing
+        assert not recording.truncated and recording.finished is not None
+        return
+    assert recording.truncated and recording.finished is None
+    from engine.stream.integrity import notes
+
+    assert any("cut" in note for note in notes(recording))
+
+
+def test_header_only_file_is_cut(tmp_path: Path) -> None:
+    path = tmp_path / "header.jsonl"
+    write_lines(path, [encode(make_header())])
+    recording = load(path)
+    assert recording.truncated and len(recording) == 0
+    assert "before the first step" in recording.cut_note
 
 
 def test_truncated_zstd_frame_is_tolerated(tmp_path: Path) -> None:
     path = tmp_path / "cut.jsonl.zst"
     recorder = Recorder(path, make_header())
+    ends = [path.stat().st_size]  # where each flush ended: after the header's
     for i in range(300):
         recorder.write(make_step(i))
         if i % 100 == 99:
-            recorder.flush()  # three frames of 100 steps (plus the header's)
+            recorder.flush()  # three flushes of 100 steps
+            ends.append(path.stat().st_size)
     recorder.close()
     whole = path.read_bytes()
     assert len(load(path)) == 300
-    path.write_bytes(whole[: len(whole) - 40])  # cut inside the last frame
-    recording = load(path)
-    assert recording.truncated
-    assert 200 <= len(recording) < 300
-    assert [s.step for s in recording.steps] == list(range(len(recording)))
+    for cut in (ends[2] + (ends[3] - ends[2]) // 2, ends[2]):  # inside a flush, at its end
+        path.write_bytes(whole[:cut])
+        recording = load(path)
+        assert recording.truncated
+        assert len(recording) == 200
+        assert [s.step for s in recording.steps] == list(range(len(recording)))
 
 
 def test_corrupt_middle_line_is_an_error_naming_file_and_line(tmp_path: Path) -> None:
-    lines = synthetic_lines(40)
-    lines[14] = b'{"kind":"step","step":'  # step 11, line 15 of the file
+    lines = seal(synthetic_lines(40))
+    assert b'"step":11,' in lines[15]  # line 16 of the file
+    lines[15] = b'{"kind":"step","step":'
     path = tmp_path / "corrupt.jsonl"
-    write_lines(path, lines)
+    write_lines(path, reseal(lines))  # sealed as written: the line itself is bad
     with pytest.raises(RecordingError) as err:
         load(path)
     message = str(err.value)
-    assert message.startswith(f"{path}:15: corrupt line")
+    assert message.startswith(f"{path}:16: corrupt line")
     assert "--lenient" in message and "\n" not in message
 
     recording = load(path, lenient=True)
@@ -281,16 +375,143 @@ def test_corrupt_middle_line_is_an_error_naming_file_and_line(tmp_path: Path) ->
     lenient = run_cli("summary", str(path), "--lenient", "--json")
     assert lenient.returncode == 0
     assert json.loads(lenient.stdout)["steps"] == 39
-    assert b"skipped 1 corrupt line" in lenient.stderr
+    assert b"DAMAGED" in lenient.stderr and b"1 line(s) skipped" in lenient.stderr
+
+
+def test_a_flipped_byte_in_a_plain_file_is_caught(tmp_path: Path) -> None:
+    lines = seal(synthetic_lines(40))
+    lines[15] = lines[15].replace(b'"swapped":2', b'"swapped":9')  # step 11; valid JSON
+    path = tmp_path / "flipped.jsonl"
+    write_lines(path, lines)
+    with pytest.raises(RecordingError, match=rf"^{path}:22: lines 12-21 do not match their "
+                                             rf"checksum"):
+        load(path)
+    recording = load(path, lenient=True)
+    assert recording.skipped_lines == 11  # the block and its Check line
+    assert recording.missing == set(range(8, 17))  # steps 8..16 were in that block
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("duplicate line", "counts 10 line"),
+    ("delete line", "counts 10 line"),
+    ("swap lines", "do not match their checksum"),
+    ("duplicate block", "flush 1 again"),
+    ("delete block", "flush(es) 1-1 are missing"),
+    ("swap blocks", "flush(es) 1-1 are missing"),
+    ("append", "after the recorder's final check"),
+])
+def test_lines_and_blocks_lost_repeated_or_reordered(tmp_path: Path, damage: str,
+                                                     message: str) -> None:
+    lines = seal(synthetic_lines(40))
+    blocks = [10, 21, 32]  # indices of the first three Check lines
+    assert all(lines[i].startswith(CHECK) for i in blocks)
+    if damage == "duplicate line":
+        lines.insert(15, lines[15])
+    elif damage == "delete line":
+        del lines[15]
+    elif damage == "swap lines":
+        lines[15], lines[16] = lines[16], lines[15]
+    elif damage == "duplicate block":
+        lines[22:22] = lines[11:22]
+    elif damage == "delete block":
+        del lines[11:22]
+    elif damage == "swap blocks":
+        lines[11:33] = lines[22:33] + lines[11:22]
+    else:
+        lines.extend(seal(synthetic_lines(3))[1:])
+    path = tmp_path / "damaged.jsonl"
+    write_lines(path, lines)
+    with pytest.raises(RecordingError, match=re.escape(message)):
+        load(path)
+    recording = load(path, lenient=True)
+    assert recording.problem_count >= 1
+    from engine.stream.integrity import notes
+
+    assert any("DAMAGED" in note for note in notes(recording))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s.replace(b'"step":12,', b'"step":13,'), "steps 12-12 are missing"),
+    (lambda s: s.replace(b'"step":12,', b'"step":11,'), "step 11 again or out of order"),
+    (lambda s: s.replace(b'"gpu_used":112', b'"gpu_used":1000000000000000000000000000000'),
+     "corrupt line"),
+    (lambda s: s.replace(b'"gpu_used":112', b'"gpu_used":600'), "600 GPU blocks used of 512"),
+    (lambda s: s.replace(b'"generated_tokens":16', b'"generated_tokens":-9223372036854775808'),
+     ">= 0"),
+    (lambda s: s.replace(b'"generated_tokens":16', b'"generated_tokens":9223372036854775807'),
+     "<= "),
+    (lambda s: s.replace(b'"sim_s":0.13', b'"sim_s":1e400'), "out of range"),
+])
+def test_values_no_run_produces_are_refused(tmp_path: Path, change: Any, message: str) -> None:
+    """Even when the checksums agree (a buggy writer), the record rules hold."""
+    lines = seal(synthetic_lines(40))
+    at = next(i for i, line in enumerate(lines) if b'"step":12,' in line)
+    lines[at] = change(lines[at])
+    path = tmp_path / "values.jsonl"
+    write_lines(path, reseal(lines))
+    with pytest.raises(RecordingError, match=rf":{at + 1}: .*{re.escape(message)}"):
+        load(path)
+    summary = run_cli("summary", str(path), "--lenient", "--json")
+    assert summary.returncode == 0 and b"DAMAGED" in summary.stderr
+
+
+def test_end_record_must_agree_with_the_steps(tmp_path: Path) -> None:
+    lines = synthetic_lines(40)
+    lines[-1] = lines[-1].replace(b'"steps":40', b'"steps":41')
+    path = tmp_path / "end.jsonl"
+    write_lines(path, lines, sealed=True)
+    with pytest.raises(RecordingError, match="end record counts 41 steps"):
+        load(path)
+
+
+@pytest.mark.parametrize("depth", [1000, 100_000])
+def test_deep_nesting_is_reported_not_a_recursion_error(tmp_path: Path, depth: int) -> None:
+    deep = b"[" * depth + b"]" * depth
+    header = encode(make_header()).replace(b'"engine_config":{}', b'"engine_config":' + deep)
+    for lines in ([header, *synthetic_lines(3)[1:]],
+                  [*synthetic_lines(3)[:2], b'{"kind":"log","x":' + deep + b"}",
+                   *synthetic_lines(3)[2:]]):
+        path = tmp_path / "deep.jsonl"
+        write_lines(path, lines, sealed=True)
+        with pytest.raises(RecordingError, match="nested deeper|corrupt"):
+            load(path)
+        cli = run_cli("summary", str(path), "--lenient")
+        assert cli.returncode in (0, 2) and b"Traceback" not in cli.stderr
+
+
+def test_a_zstd_bomb_is_refused_quickly(tmp_path: Path) -> None:
+    import zstandard
+
+    path = tmp_path / "bomb.jsonl.zst"
+    compressor = zstandard.ZstdCompressor(level=19).compressobj()
+    first = encode(make_header()) + b"\n"
+    path.write_bytes(compressor.compress(first + b"\n" * (200 << 20)) + compressor.flush())
+    assert path.stat().st_size < 100_000
+    started = time.monotonic()
+    with pytest.raises(RecordingError, match="1000:1"):
+        load(path)
+    assert time.monotonic() - started < 5
 
 
 def test_wrong_type_in_a_line_is_corrupt(tmp_path: Path) -> None:
     lines = synthetic_lines(10)
     lines[5] = lines[5].replace(b'"running":4', b'"running":"four"')
     path = tmp_path / "typed.jsonl"
-    write_lines(path, lines)
+    write_lines(path, lines, sealed=True)
     with pytest.raises(RecordingError, match=r":6: corrupt line .*running"):
         load(path)
+
+
+def test_old_schema_1_files_load_but_cannot_be_fully_checked(tmp_path: Path) -> None:
+    lines = [encode(make_header(schema=1)), *synthetic_lines(10)[1:]]
+    path = tmp_path / "old.jsonl"
+    write_lines(path, lines)
+    recording = load(path)
+    assert recording.unchecked and not recording.truncated and len(recording) == 10
+    cli = run_cli("summary", str(path))
+    assert cli.returncode == 0 and b"cannot be fully checked" in cli.stderr
+    write_lines(path, lines[:-1])  # no end record: cut
+    assert load(path).truncated
 
 
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
@@ -328,6 +549,16 @@ def test_missing_file_is_a_config_error() -> None:
         load("/nonexistent/recording.jsonl.zst")
 
 
+def test_summary_of_closed_stdin_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([PY, "-m", "engine.cli", "summary", "-"], cwd=ROOT, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count(b"\n") == 1
+    closed = subprocess.run(f"{PY} -m engine.cli summary - <&-", shell=True, cwd=ROOT, env=env,
+                            capture_output=True, timeout=60)
+    assert closed.returncode == 2 and b"stdin is closed" in closed.stderr, closed.stderr
+
+
 def test_kill_9_keeps_everything_flushed(tmp_path: Path) -> None:
     """A writer killed mid-run leaves a readable file with all it flushed."""
     path = tmp_path / "killed.jsonl.zst"
@@ -350,7 +581,7 @@ os.kill(os.getpid(), signal.SIGKILL)
     recording = load(path)
     assert len(recording) == 201  # steps 0..200 were flushed, 201..259 were still buffered
     assert [s.step for s in recording.steps] == list(range(len(recording)))
-    assert recording.finished is None
+    assert recording.finished is None and recording.truncated
 
 
 # ---- the indexed run ----------------------------------------------------------------------
@@ -446,26 +677,36 @@ def test_recorder_to_stdout_is_plain_jsonl(capsysbinary: pytest.CaptureFixture[b
     recorder.write(make_step(0))
     recorder.close()
     out = capsysbinary.readouterr().out.splitlines()
-    assert [json.loads(line)["kind"] for line in out] == ["header", "step"]
+    assert [json.loads(line)["kind"] for line in out] == ["header", "check", "step", "check"]
+    assert json.loads(out[-1])["final"] is True
 
 
-def test_zst_is_a_stream_of_frames(tmp_path: Path) -> None:
-    path = tmp_path / "frames.jsonl.zst"
-    recorder = Recorder(path, make_header())
-    recorder.write(make_step(0))
-    recorder.flush()
-    size_after_first = path.stat().st_size
-    recorder.write(make_step(1))
-    recorder.close()
-    data = path.read_bytes()
-    assert data[:4] == data[size_after_first:][:4] == b"\x28\xb5\x2f\xfd"
-    assert data.count(b"\x28\xb5\x2f\xfd") >= 3  # header, flush, close
+def test_zst_flushes_decode_on_their_own_and_frames_carry_checksums(tmp_path: Path) -> None:
     import zstandard
 
-    # Everything up to the flush decodes on its own.
-    part = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(
-        data[:size_after_first])
-    assert part.count(b"\n") == 2
+    path = tmp_path / "frames.jsonl.zst"
+    recorder = Recorder(path, make_header(), frame_bytes=3000)  # a frame every ~5 steps
+    ends = [path.stat().st_size]
+    for i in range(40):
+        recorder.write(make_step(i))
+        recorder.flush()
+        ends.append(path.stat().st_size)
+    recorder.close()
+    data = path.read_bytes()
+    for n, end in enumerate(ends):  # every prefix that ends where a flush ended decodes
+        text = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(
+            data[:end])
+        assert text.count(b"\n") == 2 * (n + 1)  # header, check; then step, check per flush
+    frames = 0
+    while data:
+        assert data[:4] == b"\x28\xb5\x2f\xfd" and data[4] & 0x04  # checksum flag
+        obj = zstandard.ZstdDecompressor().decompressobj()
+        obj.decompress(data)
+        assert obj.eof
+        data = obj.unused_data
+        frames += 1
+    assert frames >= 5
+    assert len(load(path)) == 40
 
 
 # ---- export and compare -------------------------------------------------------------------
@@ -603,7 +844,7 @@ def test_follow_refuses_a_corrupt_line_unless_lenient(tmp_path: Path) -> None:
     lines = synthetic_lines(5)
     lines[3] = b"garbage"
     path = tmp_path / "bad.jsonl"
-    write_lines(path, lines)
+    write_lines(path, lines, sealed=True)
     with pytest.raises(RecordingError, match=":4: corrupt line"):
         list(follow(path, poll_s=0.01))
     items = list(follow(path, poll_s=0.01, lenient=True))
@@ -617,3 +858,103 @@ def test_loading_never_imports_vllm() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([PY, "-c", script], env=env, capture_output=True, timeout=60)
     assert out.stdout.strip() == b"False False", out.stderr.decode()
+
+
+def test_a_full_disk_is_reported_within_a_second(tmp_path: Path) -> None:
+    """The file system refuses more bytes mid-run (RLIMIT_FSIZE stands in for a full disk):
+    the warning reaches stderr within a second of the failed write, while the run goes on,
+    and what was written before loads as a cut recording."""
+    import resource
+
+    record = tmp_path / "full.jsonl"
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails: EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1_500_000, 1_500_000))
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [PY, "-u", "-m", "engine.cli", "run", "--preset", "demo", "--policy", "strict",
+         "--requests", "4000", "--record", str(record)], cwd=tmp_path, env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=small_files)
+    warned_at = None
+    steps_after = 0
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if "recording stopped" in line and warned_at is None:
+                warned_at = time.time()
+                assert str(record) in line
+            elif warned_at is not None and line.startswith("step "):
+                steps_after += 1
+                if steps_after == 2:  # the run went on without its recording
+                    break
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert warned_at is not None and steps_after == 2
+    assert "Traceback" not in err
+    # The failing write came at most one flush interval after the last one that landed.
+    assert warned_at - record.stat().st_mtime < 1.0 + 0.5
+    recording = load(record)
+    assert recording.truncated and len(recording) > 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_ends_run_with_a_whole_recording(tmp_path: Path, sig: int) -> None:
+    """SIGINT, SIGTERM and SIGHUP stop `run` at a step boundary (engine.host): the recording
+    has its end record and the recorder's final Check, so it loads as whole, not cut."""
+    from engine.stream.integrity import notes
+
+    record = tmp_path / "signalled.jsonl.zst"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [PY, "-u", "-m", "engine.cli", "run", "--preset", "demo", "--policy", "strict",
+         "--requests", "4000", "--record", str(record)], cwd=tmp_path, env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if line.startswith("step "):
+                break
+        process.send_signal(sig)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert process.returncode == 128 + sig, err
+    assert "Traceback" not in err
+    recording = load(record)
+    assert not recording.truncated and notes(recording) == []
+    assert recording.finished is not None and recording.finished.reason == "stopped"
+    assert recording.finished.steps == recording.steps[-1].step + 1
+    import zstandard  # and the recorder's final Check closes the file
+
+    text = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(
+        record.read_bytes())
+    assert text.splitlines()[-1].startswith(CHECK) and b'"final":true' in text.splitlines()[-1]
+
+
+def test_run_recording_to_a_closed_stdout_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(f"{PY} -m engine.cli run --preset demo --record - >&-", shell=True,
+                          cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count(b"\n") == 1, proc.stderr
+    assert b"stdout" in proc.stderr
+
+
+def test_a_file_over_the_size_limit_is_refused_before_reading(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    from engine.stream import limits
+
+    path = tmp_path / "big.jsonl"
+    write_lines(path, synthetic_lines(40), sealed=True)
+    monkeypatch.setattr(limits, "MAX_RECORDING_BYTES", path.stat().st_size - 1)
+    with pytest.raises(RecordingError, match="larger than the reader's limit"):
+        load(path)

@@ -15,7 +15,8 @@ from typing import Any
 from engine.errors import ConfigError
 from engine.safe_text import safe
 
-_LENIENT_HELP = "skip corrupt lines (and count them) instead of refusing the file"
+_LENIENT_HELP = ("skip damaged lines and blocks (counted and reported) instead of refusing "
+                 "the file")
 
 
 def register(subparsers: Any) -> None:
@@ -64,13 +65,12 @@ def register(subparsers: Any) -> None:
 
 
 def _note_cut(recording: Any) -> None:
-    """Say on stderr (never stdout, which may be JSON) that the file was cut or patched up."""
-    if recording.truncated:
-        sys.stderr.write(f"note: {safe(recording.path)}: the last line was cut (the writer stopped "
-                         f"mid-write); using the {len(recording)} steps before it\n")
-    if recording.skipped_lines:
-        sys.stderr.write(f"note: {safe(recording.path)}: skipped {recording.skipped_lines} corrupt "
-                         f"line(s)\n")
+    """Say on stderr (never stdout, which may be JSON) that the file is cut, damaged (read
+    with --lenient) or too old to be fully checked, before any number from it is printed."""
+    from engine.stream.integrity import notes
+
+    for note in notes(recording):
+        sys.stderr.write(safe(note) + "\n")  # quotes the path and what was wrong in the file
 
 
 def cmd_summary(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ FORMATS = ("csv", "perfetto")
 
 # List fields become counts (and the ids of swaps, which are what one looks for).
 _SCALARS = [f.name for f in msgspec.structs.fields(StepRecord)
-            if f.type in (int, float, bool, str)]
+            if getattr(f.type, "__origin__", f.type) in (int, float, bool, str)]
 CSV_COLUMNS = [*_SCALARS, "gpu_pct", "cpu_pct", "prefill_groups", "prefill_tokens",
                "n_swapped_out", "n_swapped_in", "n_recomputed", "n_ignored", "n_finished",
                "n_first_tokens", "swapped_out_ids", "swapped_in_ids", "time_axis",

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 import msgspec
 
 from engine.errors import ConfigError
+from engine.safe_text import safe
 from engine.stream.reader import load
 from engine.stream.run import Recording
 from engine.stream.records import Arrivals, EngineAborted, Header, PolicyChanged, RunFinished, StepRecord
@@ -229,8 +230,12 @@ def verify(recording: Recording, progress: TextIO | None = None) -> VerifyResult
 
 
 def verify_file(path: str, progress: TextIO | None = None) -> VerifyResult:
+    """Load `path` strictly (a damaged file is a RecordingError, never a partial verify) and
+    verify it; a cut or old (unchecked) file is verified as far as it goes, with a note."""
+    from engine.stream.integrity import notes
+
     recording = load(path)
-    if recording.truncated and progress is not None:
-        progress.write(f"note: {recording.path}: the last line was cut; verifying the "
-                       f"{len(recording)} steps before it\n")
+    if progress is not None:
+        for note in notes(recording):
+            progress.write(safe(note) + "\n")
     return verify(recording, progress)

@@ -5,13 +5,16 @@ Why it looks like this:
 
 - Loading must be fast (100,000 steps in well under a second) and must never pay vLLM's or
   torch's import: this module needs only msgspec (and zstandard for `.zst`).
-- Nothing in a file is ever executed: lines decode into the typed records of engine.stream.records.
-- A writer killed with `kill -9` leaves a cut last line (or a cut last zstd frame). That is
-  normal, not corruption: everything before it loads and `truncated` says the tail was cut.
-- Anything else that is wrong (a corrupt line in the middle, a schema newer than ours, a file
-  that is not a recording) is a RecordingError, a ConfigError whose one-line message names the
-  file and line, so every command turns it into `observatory: error: ...` and exit 2.
-  `lenient=True` skips corrupt lines instead and counts them in `skipped_lines`.
+- Nothing in a file is ever executed: lines decode into the typed records of
+  engine.stream.records, whose fields carry bounds.
+- Every file is checked (engine.stream.integrity): the recorder's Check lines, consecutive
+  steps, end records that agree. A file is either whole, or cut (the writer stopped: what was
+  sealed loads and `truncated`/`cut_note` say where it stops), or damaged: a RecordingError,
+  a ConfigError whose one-line message names the file, the line and what is wrong, so every
+  command turns it into `observatory: error: ...` and exit 2. `lenient=True` skips what is
+  damaged instead and records it in `skipped_lines` / `problems`.
+- Nothing read may exhaust memory or the stack: sizes, decompression ratio, line length and
+  nesting are bounded (engine.stream.limits).
 """
 
 from __future__ import annotations
@@ -19,26 +22,30 @@ from __future__ import annotations
 import gc
 import os
 import select
+import stat
 import sys
 import threading
 import time
+import zlib
 from typing import Any, Iterator
 
 import msgspec
 
-from engine.errors import ConfigError
-from engine.stream.records import SCHEMA_VERSION, Header, Record, RunFinished
+from engine.stream import limits
+from engine.stream.integrity import (CHECK_PREFIX, RecordingError, load_checked, load_unchecked,
+                                     one_line)
+from engine.stream.records import SCHEMA_VERSION, Check, Header, Record, RunFinished
 from engine.stream.run import Recording
+from engine.stream.zstdframes import ZSTD_MAGIC, ZstdDamage, ZstdLimitError, decompress
 
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+__all__ = ["RecordingError", "display_name", "follow", "load", "parse_header"]
+
 _CHUNK = 1 << 20
 
 _line_decoder = msgspec.json.Decoder(Record)
+_check_decoder = msgspec.json.Decoder(Check)
 _any_decoder = msgspec.json.Decoder()
-
-
-class RecordingError(ConfigError):
-    """A recording that cannot be read; the message names the file and, if known, the line."""
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 
 # ---- loading a whole file -----------------------------------------------------------------
@@ -49,61 +56,80 @@ def display_name(path: str | os.PathLike[str]) -> str:
 
 def _read_all(path: str | os.PathLike[str]) -> bytes:
     name = display_name(path)
+    limit = limits.MAX_RECORDING_BYTES
     try:
         if str(path) == "-":
-            return sys.stdin.buffer.read()
-        with open(path, "rb") as f:
-            return f.read()
+            if sys.stdin is None:
+                raise RecordingError(f"{name}: stdin is closed: pass a recording's path, or "
+                                     f"pipe one in")
+            data = _read_bounded(sys.stdin.buffer, limit)
+        else:
+            with open(path, "rb") as f:
+                data = _read_bounded(f, limit)
     except FileNotFoundError:
         raise RecordingError(f"{name}: no such file: pass the path of a recording "
                              f"(they are in recordings/ by default)") from None
     except IsADirectoryError:
         raise RecordingError(f"{name}: is a directory: pass one recording file") from None
-    except OSError as exc:
-        raise RecordingError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:
+        raise RecordingError(f"{name}: cannot read: {getattr(exc, 'strerror', None) or exc}"
+                             ) from None
+    if data is None or len(data) > limit:
+        raise RecordingError(f"{name}: larger than the reader's limit of {limit:,} bytes")
+    return data
 
 
-def _decompress(data: bytes, name: str) -> tuple[bytes, bool]:
-    """Decode concatenated zstd frames; return (text, the last frame was cut).
-
-    Frames are walked one by one (fed in chunks, so leftovers stay small) because a cut last
-    frame can end on a line boundary: only the frame itself knows it is incomplete.
-    """
-    import zstandard  # only .zst recordings pay for it
-
-    dctx = zstandard.ZstdDecompressor()
-    out: list[bytes] = []
-    obj = dctx.decompressobj()
-    fed = False
+def _read_bounded(f: Any, limit: int) -> bytes | None:
+    """Up to `limit` + 1 bytes: a regular file whole if its size allows, a pipe in chunks
+    (`read(limit)` would allocate `limit` at once). None: a regular file over the limit."""
     try:
-        for start in range(0, len(data), _CHUNK):
-            chunk = data[start:start + _CHUNK]
-            while chunk:
-                out.append(obj.decompress(chunk))
-                fed = True
-                if obj.eof:
-                    chunk = obj.unused_data
-                    obj, fed = dctx.decompressobj(), False
-                else:
-                    chunk = b""
-    except zstandard.ZstdError as exc:
-        raise RecordingError(f"{name}: corrupt zstd data ({exc}): the compressed file is damaged"
-                             f"; nothing after the damage can be read") from None
-    return b"".join(out), fed
+        st = os.fstat(f.fileno())
+    except (OSError, ValueError, AttributeError):
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        return f.read() if st.st_size <= limit else None
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = f.read(min(_CHUNK, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _has_checks(text: bytes) -> bool:
+    """Whether the recording carries Check lines (schema >= 2), judged from its header."""
+    newline = text.find(b"\n")
+    try:
+        schema = _any_decoder.decode(text[:newline if newline >= 0 else len(text)]).get("schema")
+    except (msgspec.DecodeError, RecursionError, AttributeError):
+        return False
+    return isinstance(schema, int) and schema >= 2
 
 
 def parse_header(line: bytes, name: str) -> Header:
     """Check `kind` and `schema` before decoding the rest, so a newer schema is reported as
     such rather than as whatever field it changed."""
     not_recording = f"{name}:1: not an observatory recording (the first line is not a header)"
+    if len(line) > limits.MAX_HEADER_BYTES:
+        raise RecordingError(f"{name}:1: the header line is {len(line):,} bytes, longer than "
+                             f"the reader's limit of {limits.MAX_HEADER_BYTES:,}")
     try:
         raw = _any_decoder.decode(line)
+    except RecursionError:
+        raise RecordingError(f"{name}:1: the header is nested deeper than the reader allows "
+                             f"({limits.MAX_DEPTH} levels)") from None
     except msgspec.DecodeError:
         raise RecordingError(not_recording) from None
     if not isinstance(raw, dict) or raw.get("kind") != "header":
         raise RecordingError(not_recording)
+    if limits.depth_exceeds(raw):
+        raise RecordingError(f"{name}:1: the header is nested deeper than the reader allows "
+                             f"({limits.MAX_DEPTH} levels)")
     schema = raw.get("schema")
-    if not isinstance(schema, int):
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
         raise RecordingError(f"{name}:1: header has no schema version: not a recording this "
                              f"observatory wrote")
     if schema > SCHEMA_VERSION:
@@ -111,24 +137,16 @@ def parse_header(line: bytes, name: str) -> Header:
                              f"observatory reads ({SCHEMA_VERSION}): upgrade the observatory")
     try:
         return msgspec.convert(raw, Header)
-    except msgspec.ValidationError as exc:
-        raise RecordingError(f"{name}:1: bad header ({_one_line(exc)})") from None
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
-
-
-def _corrupt(name: str, lineno: int, exc: Exception) -> RecordingError:
-    return RecordingError(f"{name}:{lineno}: corrupt line ({_one_line(exc)}): run with "
-                          f"--lenient to skip corrupt lines")
+    except (msgspec.ValidationError, RecursionError) as exc:
+        raise RecordingError(f"{name}:1: bad header ({one_line(exc)})") from None
 
 
 def load(path: str | os.PathLike[str], lenient: bool = False,
          into: type[Recording] = Recording) -> Recording:
     """Read a whole recording ("-" is stdin) into an indexed Recording.
 
-    Raises RecordingError for anything but a cut tail, which sets `truncated`.
+    Raises RecordingError for a damaged file; a cut one loads what was sealed and sets
+    `truncated` (see engine.stream.integrity.notes for what to tell the user).
     """
     # Decoding allocates millions of small containers, none of them cyclic; without this the
     # cyclic GC runs over and over during a load and doubles its time.
@@ -144,46 +162,46 @@ def load(path: str | os.PathLike[str], lenient: bool = False,
 def _load(path: str | os.PathLike[str], lenient: bool, into: type[Recording]) -> Recording:
     name = display_name(path)
     data = _read_all(path)
+    frame_notes: list[str] = []
     frame_cut = False
+    verified = 0
     if data.startswith(ZSTD_MAGIC):
-        data, frame_cut = _decompress(data, name)
-    if not data.strip():
+        try:
+            walk = decompress(data, lenient=lenient, keep_damaged=True)
+            if walk.damaged_frames and not _has_checks(walk.text):
+                walk = decompress(data, lenient=lenient)  # nothing would vouch for it: drop
+        except ZstdLimitError as exc:
+            raise RecordingError(f"{name}: {exc}: refusing to read it") from None
+        except ZstdDamage as exc:
+            raise RecordingError(f"{name}: {exc}: the compressed file is damaged; run with "
+                                 f"--lenient to read the frames around it") from None
+        data, frame_cut, frame_notes = walk.text, walk.cut, walk.damaged
+        verified = walk.verified
+    if not data or data.isspace():
+        if frame_notes:
+            raise RecordingError(f"{name}: nothing readable: {frame_notes[0]}")
         raise RecordingError(f"{name}: empty file: not an observatory recording")
-    lines = data.split(b"\n")
-    tail = lines.pop()  # b"" if the file ends with a newline, else a cut last line
-    truncated = False
-    if tail:
-        truncated = True
-        lines.append(tail)
+    newline = data.find(b"\n")
+    first = data if newline < 0 else data[:newline]
     try:
-        header = parse_header(lines[0], name)
+        header = parse_header(first, name)
     except RecordingError:
-        if len(lines) == 1 and truncated and lines[0].startswith(b'{"kind":"header"'):
+        if newline < 0 and first.startswith(b'{"kind":"header"'):
             raise RecordingError(f"{name}:1: the header line is cut: the writer died before "
                                  f"writing anything usable") from None
         raise
     recording = into(header, name)
-    decode = _line_decoder.decode
-    append = recording.append
-    last = len(lines) - 1
-    for i in range(1, len(lines)):
-        line = lines[i]
-        try:
-            item = decode(line)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            if i == last and truncated:
-                break  # the cut tail: everything before it counts
-            if not line.strip():
-                continue
-            if lenient:
-                recording.skipped_lines += 1
-                continue
-            raise _corrupt(name, i + 1, exc) from None
-        append(item)
+    for note in frame_notes:  # lenient: frames dropped by the zstd walk
+        recording.problem_count += 1
+        recording.problems.append(note)
+    if header.schema >= 2:
+        load_checked(data, recording, name, lenient, verified)
     else:
-        # The tail decoded: the cut fell just before its newline, nothing was lost.
-        truncated = False
-    recording.truncated = truncated or frame_cut
+        load_unchecked(data, recording, name, lenient)
+    if frame_cut and not recording.truncated:
+        recording.truncated = True
+        recording.cut_note = (f"the file is cut inside its last zstd frame, after step "
+                              f"{recording.last_step}")
     return recording
 
 
@@ -230,6 +248,9 @@ def follow(path: str | os.PathLike[str], poll_s: float = 0.1,
     and on stdin ("-"), so `ssh host observatory run --record - | observatory replay --follow -`
     needs no network service. Ends after the RunFinished record, at stdin's EOF, or when `stop`
     is set; a writer that died without RunFinished leaves a file follower polling until `stop`.
+
+    Records are yielded before their flush's Check line arrives (a follower must not lag a
+    flush behind), so a Check that fails raises afterwards (or, lenient, is ignored).
     """
     name = display_name(path)
     pending = b""
@@ -238,6 +259,8 @@ def follow(path: str | os.PathLike[str], poll_s: float = 0.1,
     decompressor: Any = None
     sniffed = False
     raw_head = b""
+    crc = lines = 0  # of the lines since the last Check line
+    compressed = produced = 0
     for chunk in _chunks(path, poll_s, stop):
         if not sniffed:
             raw_head += chunk
@@ -250,27 +273,55 @@ def follow(path: str | os.PathLike[str], poll_s: float = 0.1,
 
                 decompressor = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
         if decompressor is not None:
-            try:
-                chunk = decompressor.decompress(chunk)
-            except Exception as exc:  # zstandard.ZstdError
-                raise RecordingError(f"{name}: corrupt zstd data ({exc})") from None
+            pieces = []
+            compressed += len(chunk)
+            for at in range(0, len(chunk), limits.ZSTD_FEED_BYTES):
+                try:
+                    piece = decompressor.decompress(chunk[at:at + limits.ZSTD_FEED_BYTES])
+                except Exception as exc:  # zstandard.ZstdError
+                    raise RecordingError(f"{name}: corrupt zstd data ({exc})") from None
+                produced += len(piece)
+                if (produced > limits.ZSTD_RATIO_FREE_BYTES
+                        and produced > limits.MAX_ZSTD_RATIO * compressed):
+                    raise RecordingError(f"{name}: decompresses more than "
+                                         f"{limits.MAX_ZSTD_RATIO}:1 (a zstd bomb, not a "
+                                         f"recording): refusing to read it")
+                pieces.append(piece)
+            chunk = b"".join(pieces)
         pending += chunk
         if b"\n" not in chunk:
+            if len(pending) > limits.MAX_LINE_BYTES:
+                raise RecordingError(f"{name}:{lineno + 1}: line longer than the reader's "
+                                     f"limit of {limits.MAX_LINE_BYTES:,} bytes")
             continue
-        lines = pending.split(b"\n")
-        pending = lines.pop()
-        for line in lines:
+        split = pending.split(b"\n")
+        pending = split.pop()
+        for line in split:
             lineno += 1
             if not header_seen:
                 header_seen = True
+                crc, lines = zlib.crc32(line + b"\n"), 1
                 yield parse_header(line, name)
                 continue
+            if line.startswith(CHECK_PREFIX):
+                try:
+                    check = _check_decoder.decode(line)
+                    bad = check.lines != lines or check.crc != crc
+                except _DECODE_ERRORS:
+                    bad = True
+                if bad and not lenient:
+                    raise RecordingError(f"{name}:{lineno}: the lines before this check do "
+                                         f"not match it: the file is damaged")
+                crc = lines = 0
+                continue
+            crc, lines = zlib.crc32(line + b"\n", crc), lines + 1
             try:
                 item = _line_decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except _DECODE_ERRORS as exc:
                 if lenient or not line.strip():
                     continue
-                raise _corrupt(name, lineno, exc) from None
+                raise RecordingError(f"{name}:{lineno}: corrupt line ({one_line(exc)}); run "
+                                     f"with --lenient to skip corrupt lines") from None
             yield item
             if type(item) is RunFinished:
                 return
@@ -278,7 +329,7 @@ def follow(path: str | os.PathLike[str], poll_s: float = 0.1,
     if pending.strip() and header_seen:
         try:
             yield _line_decoder.decode(pending)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except _DECODE_ERRORS:
             pass
     elif pending.strip():
         yield parse_header(pending, name)

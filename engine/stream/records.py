@@ -8,16 +8,30 @@ documented here once.
 
 Schema changes: add fields with defaults (old readers ignore unknown fields, new readers fill
 defaults). Anything that changes the meaning of an existing field bumps SCHEMA_VERSION, and
-readers refuse a schema newer than theirs.
+readers refuse a schema newer than theirs. Schema 2 added the recorder's `Check` lines (see
+engine.stream.integrity); schema 1 files still load, marked as not fully checkable.
+
+Numeric fields carry bounds (`Count`, `Seconds`) that msgspec enforces while decoding, so a
+damaged or hand-edited file cannot feed a negative count, a token count of 2**63 or a block
+count of 10**30 into a summary. JSON has no NaN or infinity and msgspec refuses numbers that
+overflow a float, so every float read from a file is finite.
 """
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Annotated, Any, Union
 
 import msgspec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+MAX_COUNT = 1 << 48
+"""The largest count or step number a record may carry: far above any real run (a block
+count, a token total), far below where float sums or percentages lose meaning."""
+MAX_SECONDS = 1e9  # ~31 years of wall or simulated time
+
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+Seconds = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_SECONDS)]
 
 
 class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=False):
@@ -27,28 +41,28 @@ class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=
     `Stats`, so they agree with vLLM's metrics for the same step.
     """
 
-    step: int
-    wall_s: float  # wall-clock seconds since the session started, at the end of this step
-    sim_s: float  # simulated seconds at the end of this step (see engine.costmodel)
-    sim_step_s: float  # simulated duration of this step
+    step: Count
+    wall_s: Seconds  # wall-clock seconds since the session started, at the end of this step
+    sim_s: Seconds  # simulated seconds at the end of this step (see engine.costmodel)
+    sim_step_s: Seconds  # simulated duration of this step
     policy: str  # policy in force for this step ("off", "strict", "watermark:0.5")
 
-    running: int  # sequence groups in vLLM's running queue
-    swapped: int  # sequence groups in vLLM's swapped queue
-    waiting: int  # sequence groups in vLLM's waiting queue
-    running_seqs: int  # sequences (not groups) with status RUNNING
+    running: Count  # sequence groups in vLLM's running queue
+    swapped: Count  # sequence groups in vLLM's swapped queue
+    waiting: Count  # sequence groups in vLLM's waiting queue
+    running_seqs: Count  # sequences (not groups) with status RUNNING
 
-    gpu_used: int  # GPU KV-cache blocks in use
-    gpu_total: int
-    cpu_used: int  # CPU (swap) KV-cache blocks in use
-    cpu_total: int
+    gpu_used: Count  # GPU KV-cache blocks in use (<= gpu_total: checked by the reader)
+    gpu_total: Count
+    cpu_used: Count  # CPU (swap) KV-cache blocks in use (<= cpu_total)
+    cpu_total: Count
 
-    batched_tokens: int  # SchedulerOutputs.num_batched_tokens
-    token_budget: int  # max_num_batched_tokens
+    batched_tokens: Count  # SchedulerOutputs.num_batched_tokens
+    token_budget: Count  # max_num_batched_tokens
 
-    prefills: list[tuple[str, int]]  # (request id, tokens in this chunk), in schedule order
-    decode_groups: int
-    decode_seqs: int
+    prefills: list[tuple[str, Count]]  # (request id, tokens in this chunk), in schedule order
+    decode_groups: Count
+    decode_seqs: Count
 
     swapped_out: list[str]  # request ids preempted by swapping this step
     swapped_in: list[str]
@@ -57,16 +71,16 @@ class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=
     finished: list[str]
     first_tokens: list[str]  # request ids that produced their first output token this step
 
-    prompt_tokens: int  # prompt tokens computed this step (vLLM's num_prompt_tokens_iter)
-    generated_tokens: int  # tokens generated this step (vLLM's num_generation_tokens_iter)
+    prompt_tokens: Count  # prompt tokens computed this step (vLLM's num_prompt_tokens_iter)
+    generated_tokens: Count  # tokens generated this step (vLLM's num_generation_tokens_iter)
 
     withheld: bool  # the policy withheld new prefills this step
-    held_back: int  # waiting groups held back by that (the waiting queue at that moment)
+    held_back: Count  # waiting groups held back by that (the waiting queue at that moment)
 
     # Measured seconds the model executor took for this step (0.0 when nothing was scheduled
     # and in recordings made before it existed): gpu, CUDA-synchronised on both sides of
     # `execute_model`; sim, the real time of the do-nothing executor (engine.adapters.exec_timing).
-    exec_s: float = 0.0
+    exec_s: Seconds = 0.0
 
     @property
     def gpu_pct(self) -> float:
@@ -80,19 +94,19 @@ class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=
 class Arrivals(msgspec.Struct, tag="arrivals", tag_field="kind", kw_only=True, gc=False):
     """Requests handed to the engine just before `step` runs."""
 
-    step: int
-    sim_s: float  # simulated time at which they were added
+    step: Count
+    sim_s: Seconds  # simulated time at which they were added
     source: str  # "workload" or "burst"
     request_ids: list[str]
-    prompt_tokens: list[int]
-    arrival_s: list[float]  # each request's arrival on the run's time axis (engine.timeaxis):
+    prompt_tokens: list[Count]
+    arrival_s: list[Seconds]  # each request's arrival on the run's time axis (engine.timeaxis):
     # simulated (<= sim_s) on the sim, measured seconds since the run started on a GPU
 
 
 class PolicyChanged(msgspec.Struct, tag="policy", tag_field="kind", kw_only=True, gc=False):
     """The fix policy changed; `step` is the first step the new policy governs."""
 
-    step: int
+    step: Count
     old: str
     new: str
     source: str  # "cli", "toggle-at", "tui", "api", "verify"
@@ -105,18 +119,18 @@ class EngineAborted(msgspec.Struct, tag="abort", tag_field="kind", kw_only=True,
     how full the swap space was at the moment vLLM gave up.
     """
 
-    step: int
+    step: Count
     message: str
     error: str  # exception type name, e.g. "RuntimeError"
-    sim_s: float
-    wall_s: float
-    running: int
-    swapped: int
-    waiting: int
-    gpu_used: int
-    gpu_total: int
-    cpu_used: int
-    cpu_total: int
+    sim_s: Seconds
+    wall_s: Seconds
+    running: Count
+    swapped: Count
+    waiting: Count
+    gpu_used: Count
+    gpu_total: Count
+    cpu_used: Count
+    cpu_total: Count
 
     @property
     def cpu_pct(self) -> float:
@@ -130,20 +144,20 @@ class EngineAborted(msgspec.Struct, tag="abort", tag_field="kind", kw_only=True,
 class LogLine(msgspec.Struct, tag="log", tag_field="kind", kw_only=True, gc=False):
     """A line vLLM logged, captured so it never reaches the terminal directly."""
 
-    step: int
+    step: Count
     level: str
     logger: str
     message: str
-    repeats: int = 1  # identical consecutive lines are folded into one
+    repeats: Annotated[int, msgspec.Meta(ge=1, le=MAX_COUNT)] = 1  # identical consecutive lines are folded into one
 
 
 class RunFinished(msgspec.Struct, tag="end", tag_field="kind", kw_only=True, gc=False):
     """The stream is over. `steps` counts completed steps (the aborting step not included)."""
 
-    steps: int
+    steps: Count
     reason: str  # "completed", "max_steps", "stopped", "aborted"
-    sim_s: float
-    wall_s: float
+    sim_s: Seconds
+    wall_s: Seconds
 
 
 class ObserverError(msgspec.Struct, tag="observer_error", tag_field="kind", kw_only=True,
@@ -152,7 +166,7 @@ class ObserverError(msgspec.Struct, tag="observer_error", tag_field="kind", kw_o
     a bug in the observatory, not in vLLM. Kept apart from EngineAborted so nobody mistakes it
     for vLLM giving up. The run stops there; RunFinished(reason="observer_error") follows."""
 
-    step: int
+    step: Count
     where: str  # "hook _schedule_prefills", "build_step_record", "sink Recorder.sink"...
     error: str  # exception type name
     message: str  # its first line
@@ -190,11 +204,27 @@ class Header(msgspec.Struct, tag="header", tag_field="kind", kw_only=True):
     engine_config: dict[str, Any]  # what vLLM was built with, for humans and jq
     started_at: str  # ISO 8601, UTC
     host: str
-    starts_at_step: int = 0  # >0 when recording was switched on mid-run (the TUI's `r` key)
+    starts_at_step: Count = 0  # >0 when recording was switched on mid-run (the TUI's `r` key)
     # The one time axis every plot, table and export of this run uses (engine.timeaxis):
     # "sim" (the cost model's simulated seconds) or "gpu" (measured seconds on the GPU host).
     time_axis: str = "sim"
     device: DeviceInfo = DeviceInfo()
+
+
+class Check(msgspec.Struct, tag="check", tag_field="kind", kw_only=True, omit_defaults=True,
+            gc=False):
+    """Not a record of the run: the recorder's seal on what it just flushed (schema >= 2).
+
+    The recorder ends every flush with one, covering the lines since the previous one, so a
+    reader can tell a flipped byte in a plain `.jsonl` (CRC), lost, repeated or reordered
+    lines and zstd frames (`lines`, `seq`) and a file cut at a line or frame boundary (no
+    `final` one) from a whole recording. See engine.stream.integrity for the rules.
+    """
+
+    seq: Count  # flushes before this one
+    lines: Count  # lines it covers: all lines after the previous Check line
+    crc: Annotated[int, msgspec.Meta(ge=0, le=0xFFFFFFFF)]  # CRC-32 of those lines' bytes
+    final: bool = False  # the recorder closed the file here: nothing may follow
 
 
 _encoder = msgspec.json.Encoder()

@@ -49,7 +49,8 @@ def record_kind(item: Record) -> str:
 def _numeric_columns() -> dict[str, Callable[[StepRecord], float]]:
     getters: dict[str, Callable[[StepRecord], float]] = {}
     for field in msgspec.structs.fields(StepRecord):
-        if field.type in (int, float, bool):
+        base = getattr(field.type, "__origin__", field.type)  # Annotated[int, Meta] -> int
+        if base in (int, float, bool):
             getters[field.name] = attrgetter(field.name)
     getters.update({
         "gpu_pct": attrgetter("gpu_pct"),
@@ -139,8 +140,13 @@ class Run:
         self.log: list[Event] = []  # display events, in stream order
         self.abort: EngineAborted | None = None
         self.finished: RunFinished | None = None
-        self.truncated = False  # the last line (or zstd frame) was cut
-        self.skipped_lines = 0  # corrupt lines skipped in lenient mode
+        # What a reader found (engine.stream.integrity; engine.stream.integrity.notes says it):
+        self.truncated = False  # the file is cut: it ends without the recorder's closing mark
+        self.cut_note = ""  # where it is cut and what was dropped, one phrase
+        self.skipped_lines = 0  # lines skipped by a lenient read of a damaged file
+        self.problem_count = 0  # violations a lenient read skipped
+        self.problems: list[str] = []  # the first few, one line each ("line 12: ...")
+        self.unchecked = False  # written before Check lines existed: flips are undetectable
         self.missing: set[int] = set()  # steps absent from the stream, held as repeats (_bridge)
         self.version = 0  # bumped on every change, so a widget can skip a redundant redraw
         self._by_kind: dict[str, list[Record]] = {}

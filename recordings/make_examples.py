@@ -1,0 +1,74 @@
+"""Regenerate the example recordings in this directory, then `verify` each one.
+
+Each file is made by `observatory run` itself (the commands are in README.md here), so the
+examples are whatever the current recorder writes: schema, Check lines and zstd checksums.
+
+    PYTHONPATH=. python recordings/make_examples.py            # all of them, ~1-2 min each
+    PYTHONPATH=. python recordings/make_examples.py seed-5578-off --no-verify
+
+A file is written under a temporary name and renamed over the old one only after `run`
+ended as expected (exit 0, or 3 for the runs that abort) and `verify` passed, so a failed
+regeneration leaves the shipped file as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+EXAMPLES: dict[str, list[str]] = {
+    "seed-5578-off": ["--policy", "off"],
+    "seed-5578-strict": ["--policy", "strict", "--max-steps", "1600"],
+    "seed-5578-watermark": ["--policy", "watermark:0.5", "--max-steps", "1600"],
+    "seed-5578-off-then-strict": ["--policy", "off", "--toggle-at", "500:strict",
+                                  "--max-steps", "1600"],
+    "seed-5578-off-then-strict-late": ["--policy", "off", "--toggle-at", "640:strict"],
+}
+
+
+def observatory(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+
+
+def make(name: str, verify: bool) -> bool:
+    final = HERE / f"{name}.jsonl.zst"
+    temp = HERE / f".{name}.new.jsonl.zst"
+    ran = observatory("run", "--preset", "seed-5578", *EXAMPLES[name], "--record", str(temp))
+    if ran.returncode not in (0, 3):
+        print(f"{name}: run failed (exit {ran.returncode}): {ran.stderr.strip()[-400:]}")
+        temp.unlink(missing_ok=True)
+        return False
+    if verify:
+        checked = observatory("verify", str(temp))
+        if checked.returncode != 0:
+            print(f"{name}: verify failed: {(checked.stdout + checked.stderr).strip()[-400:]}")
+            temp.unlink(missing_ok=True)
+            return False
+    temp.replace(final)
+    print(f"{name}: {final.stat().st_size:,} bytes" + (", verified" if verify else ""))
+    return True
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"which ones (default all): {', '.join(EXAMPLES)}")
+    parser.add_argument("--no-verify", action="store_true", help="skip `verify`")
+    args = parser.parse_args()
+    unknown = sorted(set(args.names) - set(EXAMPLES))
+    if unknown:
+        parser.error(f"unknown example(s) {', '.join(unknown)}: use {', '.join(EXAMPLES)}")
+    ok = [make(name, not args.no_verify) for name in (args.names or EXAMPLES)]
+    return 0 if all(ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
