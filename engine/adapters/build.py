@@ -81,6 +81,9 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
     if spec.backend == "gpu" and not cuda_available():
         raise ConfigError("the gpu backend needs a CUDA device and none was found: "
                           "use --backend sim")
+    from engine.adapters.versions import require_supported
+
+    require_supported()  # one line naming the supported releases, before vLLM is imported
     import vllm
     from vllm import EngineArgs, LLMEngine
     from vllm.usage.usage_lib import UsageContext
