@@ -127,12 +127,12 @@ class Session:
         spec = self.spec.validated()
         self._on_progress("building the engine", "")
         built = build_engine(spec)
-        gpu_total, cpu_total = vllm_hooks.block_counts(built.engine.scheduler)[1::2]
+        gpu_total, cpu_total = vllm_hooks.block_counts(built.scheduler)[1::2]
         self._on_progress("building the engine",
                           f"{gpu_total:,} GPU blocks, {cpu_total:,} CPU blocks of "
                           f"{spec.block_size} tokens")
         self._workload = Workload(spec, built.max_model_len, built.count_tokens)
-        self._hook = vllm_hooks.attach(built.engine.scheduler, self._policy)
+        self._hook = vllm_hooks.attach(built.scheduler, self._policy)
         self._built = built
         self.header = Header(
             schema=SCHEMA_VERSION,
@@ -241,7 +241,8 @@ class Session:
         (vLLM's code) or _ObserverFault (ours); `self._step` says where."""
         assert self._built is not None and self._hook is not None
         engine = self._built.engine
-        scheduler = engine.scheduler
+        scheduler = self._built.scheduler
+        fans_out = self._built.fans_out
         spec = self.spec
         cost = spec.cost
         hook = self._hook
@@ -278,7 +279,7 @@ class Session:
                 raise _EngineFault(exc) from exc
             try:
                 record = build_step_record(step, hook.current, scheduler, cost, sim_s,
-                                           time.perf_counter() - self._t0)
+                                           time.perf_counter() - self._t0, fans_out)
             except Exception as exc:
                 raise _ObserverFault("build_step_record", exc) from exc
             sim_s = record.sim_s
@@ -390,7 +391,7 @@ class Session:
         assert built is not None
         params = SamplingParams(n=self.spec.n, max_tokens=self.spec.max_tokens,
                                 stop_token_ids=list(built.stop_token_ids))
-        waiting = built.engine.scheduler.waiting
+        waiting = built.scheduler.waiting
         prompt_tokens: list[int] = []
         for request in requests:
             stamp = max(request.arrival_s, self._last_stamp + _ARRIVAL_TIEBREAK_S)
@@ -412,7 +413,7 @@ class Session:
     def _abort_record(self, exc: BaseException) -> EngineAborted:
         assert self._built is not None
         step, sim_s = self._step, self._sim_s
-        scheduler = self._built.engine.scheduler
+        scheduler = self._built.scheduler
         running, swapped, waiting = vllm_hooks.abort_queue_sizes(scheduler)
         gpu_used, gpu_total, cpu_used, cpu_total = vllm_hooks.block_counts(scheduler)
         return EngineAborted(step=step, message=_first_line(exc), error=type(exc).__name__,

@@ -38,6 +38,10 @@ class RunSpec(msgspec.Struct, kw_only=True):
     max_num_batched_tokens: int = 4096
     max_num_seqs: int = 256
     enable_chunked_prefill: bool = True
+    # None: vLLM's default (recompute single-sequence groups, swap the others). The presets
+    # say "swap": the same thing for 0.5-0.6.3's n=8 groups, and what the bug needs from 0.6.4
+    # on, where an n>1 request runs as n single-sequence groups that would be recomputed.
+    preemption_mode: str | None = None
 
     # workload
     requests: int = 10_000
@@ -112,6 +116,9 @@ class RunSpec(msgspec.Struct, kw_only=True):
         if self.block_size not in (8, 16, 32):
             raise ConfigError(f"--block-size must be 8, 16 or 32 (what vLLM 0.5 accepts), got "
                               f"{self.block_size}")
+        if self.preemption_mode not in (None, "swap", "recompute"):
+            raise ConfigError(f"preemption_mode must be swap or recompute, got "
+                              f"{self.preemption_mode!r}")
         parse_policy(self.policy)
         for step, policy in self.toggles:
             if step < 0:
@@ -125,7 +132,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # vLLM issue #5578 exactly: LLM(model="facebook/opt-125m", enable_chunked_prefill=True,
     # max_num_batched_tokens=4096, num_gpu_blocks_override=8192), default swap_space=4 GiB,
     # 10,000 prompts of "```python\n" + 1000 characters of scheduler.py, n=8, max_tokens=1000.
-    "seed-5578": {},
+    "seed-5578": {"preemption_mode": "swap"},
     # The same mechanism shrunk so that `off` aborts within seconds on a laptop CPU and the
     # fixed policies finish every request.
     "demo": {
@@ -138,6 +145,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "max_tokens": 256,
         "prompt_len": 64,
         "burst_size": 8,
+        "preemption_mode": "swap",
     },
 }
 

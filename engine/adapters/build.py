@@ -1,4 +1,4 @@
-"""Build a real `vllm.LLMEngine` 0.5.0.post1 for a RunSpec.
+"""Build a real `vllm.LLMEngine` (any supported release) for a RunSpec.
 
 Both backends go through `EngineArgs.create_engine_config()` and `LLMEngine(...)`, so vLLM's
 own config checks, block arithmetic, scheduler, block manager, output processing and stats all
@@ -8,6 +8,9 @@ run as in production. They differ only in the executor:
   HF config.json shipped in engine/adapters/models/ (or a directory given with --model), which is all
   vLLM needs to size KV-cache blocks.
 - ``gpu``: vLLM's own `GPUExecutor` with a real model and tokenizer. Needs CUDA.
+
+What differs by vLLM release (extra engine arguments, how `LLMEngine` is constructed, where its
+scheduler is) comes from the installed release's adapter family (engine.adapters.versions).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ MODELS_DIR = Path(__file__).parent / "models"
 @dataclass
 class BuiltEngine:
     engine: Any  # vllm.LLMEngine
+    scheduler: Any  # its (first) vllm Scheduler
+    fans_out: bool  # vLLM 0.6.4+: an n>1 request runs as n single-sequence groups
     model: str
     vllm_version: str
     max_model_len: int
@@ -81,9 +86,9 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
     if spec.backend == "gpu" and not cuda_available():
         raise ConfigError("the gpu backend needs a CUDA device and none was found: "
                           "use --backend sim")
-    from engine.adapters.versions import require_supported
+    from engine.adapters.versions import family
 
-    require_supported()  # one line naming the supported releases, before vLLM is imported
+    fam = family()  # ConfigError naming the supported releases if this one is not
     import vllm
     from vllm import EngineArgs, LLMEngine
     from vllm.usage.usage_lib import UsageContext
@@ -104,6 +109,8 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
             seed=spec.seed,
             disable_log_stats=False,
             enforce_eager=True,
+            preemption_mode=spec.preemption_mode,
+            **fam.engine_kwargs(),
         )
     else:
         args = EngineArgs(
@@ -117,6 +124,7 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
             block_size=spec.block_size,
             seed=spec.seed,
             disable_log_stats=False,
+            preemption_mode=spec.preemption_mode,
         )
     try:
         config = args.create_engine_config()
@@ -140,11 +148,12 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
         from vllm.executor.gpu_executor import GPUExecutor
 
         executor_class = GPUExecutor
-    engine = LLMEngine(**config.to_dict(),
-                       executor_class=executor_class, log_stats=True,
-                       usage_context=UsageContext.ENGINE_CONTEXT)
+    engine = fam.construct(LLMEngine, config, executor_class=executor_class, log_stats=True,
+                           usage_context=UsageContext.ENGINE_CONTEXT)
     return BuiltEngine(
         engine=engine,
+        scheduler=fam.scheduler_of(engine),
+        fans_out=fam.FANS_OUT,
         model=spec.model_name,
         vllm_version=vllm.__version__,
         max_model_len=config.model_config.max_model_len,

@@ -63,6 +63,11 @@ class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=
     withheld: bool  # the policy withheld new prefills this step
     held_back: int  # waiting groups held back by that (the waiting queue at that moment)
 
+    # vLLM 0.6.4+ only (None before): an n>1 request runs as n single-sequence groups, and the
+    # id lists above name each request once; these count the sequences swapped out / in.
+    swapped_out_seqs: int | None = None
+    swapped_in_seqs: int | None = None
+
     @property
     def gpu_pct(self) -> float:
         return 100.0 * self.gpu_used / self.gpu_total if self.gpu_total else 0.0
