@@ -4,9 +4,7 @@ extra `partial_prefill_metadata` passes through). What differs:
 
 - Construction is `LLMEngine(vllm_config=..., executor_class=...)`.
 - An n>1 request fans out into n single-sequence groups (`ParallelSampleSequenceGroup`) whose
-  request ids are `<parent>_parallel_sample_<i>`... no: vLLM names them `<i>_<parent>`? See
-  `request_id` below, which asks vLLM's own map instead of parsing names.
-  Every group then has one sequence, so vLLM's default preemption would recompute and the bug
+  request ids are `<parent>_parallel_sample_<i>`. Every group then has one sequence, so vLLM's default preemption would recompute and the bug
   needs `preemption_mode="swap"` (the presets set it). Records name the parent request.
 - From 0.7.0 an executor implements `_init_executor`, `collective_rpc` and `check_health`; in
   0.10.2 `shutdown()` calls `collective_rpc`.
@@ -23,6 +21,49 @@ os.environ["VLLM_USE_V1"] = "0"  # read lazily by vllm.envs, so before the engin
 from typing import Any  # noqa: E402
 
 import vllm  # noqa: E402
+import vllm.platforms  # noqa: E402
+
+_HAS_DEVICE = tuple(int(p) for p in vllm.__version__.split(".")[:2]) < (0, 10)
+
+
+def _sim_platform() -> None:
+    """From 0.10.0 `EngineArgs.device` is gone and vLLM detects its platform; on a machine
+    without a GPU it finds none ("Device string must not be empty"). Install a CUDA platform
+    whose device queries answer without a device, before anything resolves the platform. Only
+    configuration reads it: the sim executor never touches a device."""
+    import torch
+    from vllm.platforms.interface import DeviceCapability, UnspecifiedPlatform
+
+    class SimPlatform(UnspecifiedPlatform):
+        # vLLM's CudaPlatform imports vllm._C, which needs libcuda: this names the device
+        # without loading it.
+        device_name = "cuda"
+        device_type = "cuda"
+        dispatch_key = "CUDA"
+
+        @property
+        def supported_dtypes(self) -> list:
+            return [torch.float16, torch.bfloat16, torch.float32]
+
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0) -> DeviceCapability:
+            return DeviceCapability(major=8, minor=0)
+
+        @classmethod
+        def get_device_name(cls, device_id: int = 0) -> str:
+            return "sim"
+
+        @classmethod
+        def is_async_output_supported(cls, enforce_eager: bool | None) -> bool:
+            return False
+
+    current = vllm.platforms._current_platform
+    if current is None or current.device_type == "":
+        vllm.platforms._current_platform = SimPlatform()
+
+
+if not _HAS_DEVICE:
+    _sim_platform()
 from vllm.core.scheduler import SchedulerPrefillOutputs  # noqa: E402,F401
 from vllm.executor.executor_base import ExecutorBase  # noqa: E402,F401
 from vllm.model_executor.layers.sampler import SamplerOutput  # noqa: E402,F401
@@ -33,7 +74,6 @@ from vllm.worker.cache_engine import CacheEngine  # noqa: E402
 from engine.adapters.family_v054_063 import abort_queue_sizes, wrappers  # noqa: E402,F401
 
 FANS_OUT = True
-_HAS_DEVICE = tuple(int(p) for p in vllm.__version__.split(".")[:2]) < (0, 10)
 
 
 def engine_kwargs() -> dict[str, Any]:
