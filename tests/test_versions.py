@@ -72,3 +72,44 @@ def test_seed_off_aborts_and_strict_survives_past_that_step():
     assert isinstance(end, RunFinished) and (end.reason, end.steps) == ("max_steps", steps)
     records = [i for i in strict if isinstance(i, StepRecord)]
     assert any(r.withheld for r in records) and max(r.cpu_used for r in records) > 0
+
+
+@pytest.mark.every_vllm
+def test_verify_refuses_a_recording_from_another_release(tmp_path):
+    """Each shipped seed-5578-off recording verifies only on its own release; on any other the
+    refusal is one line naming the install command that would verify it."""
+    from pathlib import Path
+
+    installed = release_for(installed_version())
+    shipped = {"vllm050": "seed-5578-off.jsonl.zst"}
+    for release in SUPPORTED:
+        shipped.setdefault(release.extra, f"seed-5578-off-{release.extra}.jsonl.zst")
+    root = Path(__file__).resolve().parents[1] / "recordings"
+    checked = 0
+    for release in SUPPORTED:
+        if release == installed or not (root / shipped[release.extra]).is_file():
+            continue
+        out = subprocess.run([sys.executable, "-m", "tui.cli", "verify",
+                              str(root / shipped[release.extra])],
+                             capture_output=True, text=True, timeout=120)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1, out.stderr
+        assert lines[0].startswith("observatory: error: ") and release.install in lines[0]
+        assert f"recorded with vLLM {release.version}" in lines[0]
+        checked += 1
+    assert checked >= 1
+
+
+@pytest.mark.every_vllm
+def test_the_shipped_recording_of_the_installed_release_verifies():
+    from pathlib import Path
+
+    from engine.analysis.verify import verify_file
+
+    release = release_for(installed_version())
+    name = ("seed-5578-off.jsonl.zst" if release.extra == "vllm050"
+            else f"seed-5578-off-{release.extra}.jsonl.zst")
+    path = Path(__file__).resolve().parents[1] / "recordings" / name
+    result = verify_file(str(path))
+    assert result.ok, result.message
+    assert "abort at step" in result.message
