@@ -60,11 +60,36 @@ def test_versions_command_lists_the_releases():
         assert release.install in out.stdout
 
 
+_seed_off: list = []
+
+
+def seed_off() -> list:
+    """seed-5578 under off, run once per test session (hundreds of steps)."""
+    if not _seed_off:
+        _seed_off.append(run(preset_spec("seed-5578", policy="off")))
+    return _seed_off[0]
+
+
+def fans_out() -> bool:
+    return release_for(installed_version()).family == "v064_0102"
+
+
 @pytest.mark.every_vllm
-def test_seed_off_aborts_and_strict_survives_past_that_step():
-    off = run(preset_spec("seed-5578", policy="off"))
-    abort = next(i for i in off if isinstance(i, EngineAborted))
+def test_seed_off_aborts_for_lack_of_swap_space():
+    items = seed_off()
+    abort = next(i for i in items if isinstance(i, EngineAborted))
     assert abort.message.startswith("Aborted due to the lack of CPU swap space")
+    assert abort.cpu_used / abort.cpu_total > 0.95
+
+
+@pytest.mark.every_vllm
+@pytest.mark.xfail(condition=fans_out(), strict=True,
+                   reason="from 0.6.4 an n=8 request runs as 8 groups that each hold their own "
+                          "copy of the prompt; the seed's 256 admitted sequences then outgrow "
+                          "GPU + CPU blocks with no new prefill at all, so gating prefills "
+                          "cannot prevent the abort (README, 'vLLM versions')")
+def test_seed_strict_survives_past_offs_abort():
+    abort = next(i for i in seed_off() if isinstance(i, EngineAborted))
     steps = abort.step + 100
     strict = run(preset_spec("seed-5578", policy="strict", max_steps=steps))
     assert not any(isinstance(i, EngineAborted) for i in strict)
@@ -72,6 +97,24 @@ def test_seed_off_aborts_and_strict_survives_past_that_step():
     assert isinstance(end, RunFinished) and (end.reason, end.steps) == ("max_steps", steps)
     records = [i for i in strict if isinstance(i, StepRecord)]
     assert any(r.withheld for r in records) and max(r.cpu_used for r in records) > 0
+
+
+@pytest.mark.every_vllm
+def test_fan_out_reports_parent_requests_with_sequence_counts():
+    """From 0.6.4 the records name the parent request of each fanned-out group, once, and
+    count the sequences swapped; before, a group is a request and the counts are absent."""
+    steps = [i for i in seed_off() if isinstance(i, StepRecord)]
+    header = next(i for i in seed_off() if isinstance(i, Header))
+    swapped = [r for r in steps if r.swapped_out]
+    assert swapped
+    for r in swapped:
+        assert len(set(r.swapped_out)) == len(r.swapped_out)
+        assert all("_parallel_sample_" not in rid for rid in r.swapped_out + r.finished)
+        if fans_out():
+            assert r.swapped_out_seqs >= len(r.swapped_out)
+        else:
+            assert r.swapped_out_seqs is None
+    assert header.spec["n"] == 8
 
 
 @pytest.mark.every_vllm
