@@ -7,10 +7,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import msgspec
 import pytest
 
-from engine.adapters.versions import SUPPORTED, installed_version, release_for, require_supported
+from engine.adapters.versions import (SUPPORTED, installed_version, release_for,
+                                      require_supported)
 from engine.errors import ConfigError
 from engine.stream.records import EngineAborted, Header, RunFinished, StepRecord
 from engine.session import Session

@@ -19,7 +19,6 @@ from vllm.sequence import (CompletionSequenceGroupOutput, ExecuteModelRequest,  
 from vllm.worker.cache_engine import CacheEngine
 
 FANS_OUT = False
-ENV: dict[str, str] = {}
 
 
 def engine_kwargs() -> dict[str, Any]:
