@@ -95,6 +95,9 @@ def build_parser(prog: str = "observatory") -> tuple[argparse.ArgumentParser, An
     from engine.sweep.commands import register as register_sweep_commands
 
     register_sweep_commands(sub)
+    from engine.versions_command import register as register_versions
+
+    register_versions(sub)
     return parser, sub
 
 

@@ -141,12 +141,12 @@ class Session:
         spec = self.spec.validated()
         self._on_progress("building the engine", "")
         built = build_engine(spec)
-        gpu_total, cpu_total = vllm_hooks.block_counts(built.engine.scheduler)[1::2]
+        gpu_total, cpu_total = vllm_hooks.block_counts(built.scheduler)[1::2]
         self._on_progress("building the engine",
                           f"{gpu_total:,} GPU blocks, {cpu_total:,} CPU blocks of "
                           f"{spec.block_size} tokens")
         self._workload = Workload(spec, built.max_model_len, built.count_tokens)
-        self._hook = vllm_hooks.attach(built.engine.scheduler, self._policy)
+        self._hook = vllm_hooks.attach(built.scheduler, self._policy)
         self._exec_timer = exec_timing.attach(built.engine, spec.backend)
         self._built = built
         self.header = Header(
@@ -259,7 +259,8 @@ class Session:
         (vLLM's code) or _ObserverFault (ours); `self._step` says where."""
         assert self._built is not None and self._hook is not None
         engine = self._built.engine
-        scheduler = engine.scheduler
+        scheduler = self._built.scheduler
+        fans_out = self._built.fans_out
         spec = self.spec
         cost = spec.cost
         hook = self._hook
@@ -301,7 +302,7 @@ class Session:
                 raise _EngineFault(exc) from exc
             try:
                 record = build_step_record(step, hook.current, scheduler, cost, sim_s,
-                                           time.perf_counter() - self._t0)
+                                           time.perf_counter() - self._t0, fans_out)
             except Exception as exc:
                 raise _ObserverFault("build_step_record", exc) from exc
             record.exec_s = self._exec_timer.take() if self._exec_timer is not None else 0.0
@@ -430,7 +431,7 @@ class Session:
         assert built is not None
         params = SamplingParams(n=self.spec.n, max_tokens=self.spec.max_tokens,
                                 stop_token_ids=list(built.stop_token_ids))
-        waiting = built.engine.scheduler.waiting
+        waiting = built.scheduler.waiting
         prompt_tokens: list[int] = []
         for request in requests:
             stamp = self._stamp(request)
@@ -451,7 +452,7 @@ class Session:
     def _abort_record(self, exc: BaseException) -> EngineAborted:
         assert self._built is not None
         step, sim_s = self._step, self._sim_s
-        scheduler = self._built.engine.scheduler
+        scheduler = self._built.scheduler
         running, swapped, waiting = vllm_hooks.abort_queue_sizes(scheduler)
         gpu_used, gpu_total, cpu_used, cpu_total = vllm_hooks.block_counts(scheduler)
         return EngineAborted(step=step, message=_first_line(exc), error=type(exc).__name__,

@@ -89,6 +89,12 @@ class RunSpec(msgspec.Struct, kw_only=True):
     enable_chunked_prefill: Annotated[bool, Setting(
         "vLLM's chunked-prefill scheduler (--no-chunked-prefill: its default scheduler, and "
         "the policies have nothing to gate)", flag="--chunked-prefill")] = True
+    # None: vLLM's default (recompute single-sequence groups, swap the others). The presets
+    # say "swap": the same thing for 0.5-0.6.3's n=8 groups, and what the bug needs from 0.6.4
+    # on, where an n>1 request runs as n single-sequence groups that would be recomputed.
+    preemption_mode: Annotated[str | None, Setting(
+        "how vLLM preempts: swap or recompute (default: vLLM's own choice; the presets say "
+        "swap)", choices=("swap", "recompute"))] = None
 
     # workload
     # 100x the seed's: at t=0 vLLM holds every request (and its n sequences) in memory
@@ -161,7 +167,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # vLLM issue #5578 exactly: LLM(model="facebook/opt-125m", enable_chunked_prefill=True,
     # max_num_batched_tokens=4096, num_gpu_blocks_override=8192), default swap_space=4 GiB,
     # 10,000 prompts of "```python\n" + 1000 characters of scheduler.py, n=8, max_tokens=1000.
-    "seed-5578": {},
+    "seed-5578": {"preemption_mode": "swap"},
     # The same mechanism shrunk so that `off` aborts within seconds on a laptop CPU and the
     # fixed policies finish every request.
     "demo": {
@@ -174,6 +180,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "max_tokens": 256,
         "prompt_len": 64,
         "burst_size": 8,
+        "preemption_mode": "swap",
     },
 }
 

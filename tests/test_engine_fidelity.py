@@ -6,6 +6,7 @@ import pytest
 from vllm import SamplingParams
 
 from engine.adapters.build import build_engine
+from engine.adapters.hooks import scheduler_of
 from engine.stream.records import Arrivals, EngineAborted, StepRecord
 from engine.session import Session
 from engine.spec import preset_spec
@@ -26,7 +27,7 @@ def snapshot(scheduler) -> tuple:
 
 
 def unobserved_run(spec, arrival_steps: dict[str, int]) -> tuple[list[tuple], str | None]:
-    """The same engine and workload with nothing attached: vLLM 0.5.0.post1 as released.
+    """The same engine and workload with nothing attached: the installed vLLM as released.
 
     Requests are handed over before the same steps as in the observed run (`arrival_steps`,
     from its Arrivals records): when requests arrive is input, not a decision.
@@ -51,7 +52,7 @@ def unobserved_run(spec, arrival_steps: dict[str, int]) -> tuple[list[tuple], st
         except RuntimeError as exc:
             abort = str(exc)
             break
-        snapshots.append(snapshot(engine.scheduler))
+        snapshots.append(snapshot(built.scheduler))
         step += 1
     assert not by_step
     return snapshots, abort
@@ -70,13 +71,14 @@ def observed_run(spec) -> tuple[list[tuple], list]:
     def sink(item):
         items.append(item)
         if isinstance(item, StepRecord):
-            snapshots.append(snapshot(session.engine.scheduler))
+            snapshots.append(snapshot(scheduler_of(session.engine)))
 
     session.subscribe(sink)
     session.run()
     return snapshots, items
 
 
+@pytest.mark.every_vllm
 @pytest.mark.parametrize("overrides", [
     {},
     {"arrival_rate": 40.0, "seed": 7},

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from engine.stream.records import Arrivals, EngineAborted, PolicyChanged, RunFinished, StepRecord
 from engine.session import Session
 from engine.spec import preset_spec
@@ -14,6 +16,7 @@ def steps(items):
     return [i for i in items if isinstance(i, StepRecord)]
 
 
+@pytest.mark.every_vllm
 def test_demo_off_aborts_with_vllms_own_message(demo_run):
     items = demo_run("off")
     aborts = [i for i in items if isinstance(i, EngineAborted)]
@@ -33,6 +36,9 @@ def test_demo_off_aborts_with_vllms_own_message(demo_run):
 
 
 def test_demo_fixed_policies_run_clean(demo_run):
+    """vLLM 0.5 only: from 0.6 on the default block manager (v2) swaps a group's shared prompt
+    blocks once per sequence, so the demo's 16 admitted groups outgrow 512 + 512 blocks even
+    with no new prefills. tests/test_versions.py checks `strict` on the seed for every release."""
     requests = preset_spec("demo").requests
     for policy in ("strict", "watermark"):
         items = demo_run(policy)
@@ -58,6 +64,7 @@ def new_prefills_while_swapped(items) -> list[int]:
     return bad
 
 
+@pytest.mark.every_vllm
 def test_strict_never_admits_new_prefills_while_anything_is_swapped(demo_run):
     assert new_prefills_while_swapped(demo_run("off")), "the bug did not show up under off"
     assert new_prefills_while_swapped(demo_run("strict")) == []

@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from engine.adapters import hooks as vllm_hooks
 from engine.host import EngineHost
 from engine.spec import preset_spec
@@ -126,6 +128,7 @@ def test_a_failing_subscriber_is_an_observer_error_and_the_stream_still_ends(tmp
     assert [s.step for s in recording.steps] == list(range(31))
 
 
+@pytest.mark.every_vllm
 def test_a_failing_hook_is_an_observer_error_not_an_engine_abort(monkeypatch):
     def broken(scheduler):
         raise ZeroDivisionError("deliberate")

@@ -1,4 +1,4 @@
-"""Build a real `vllm.LLMEngine` 0.5.0.post1 for a RunSpec.
+"""Build a real `vllm.LLMEngine` (any supported release) for a RunSpec.
 
 Both backends go through `EngineArgs.create_engine_config()` and `LLMEngine(...)`, so vLLM's
 own config checks, block arithmetic, scheduler, block manager, output processing and stats all
@@ -8,6 +8,9 @@ run as in production. They differ only in the executor:
   HF config.json shipped in engine/adapters/models/ (or a directory given with --model), which is all
   vLLM needs to size KV-cache blocks.
 - ``gpu``: vLLM's own `GPUExecutor` with a real model and tokenizer. Needs CUDA.
+
+What differs by vLLM release (extra engine arguments, how `LLMEngine` is constructed, where its
+scheduler is) comes from the installed release's adapter family (engine.adapters.versions).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ MAX_SYNTHETIC_TOKEN_ID = 50_002  # engine.workload's --prompt-len ids: (i * 7919
 @dataclass
 class BuiltEngine:
     engine: Any  # vllm.LLMEngine
+    scheduler: Any  # its (first) vllm Scheduler
+    fans_out: bool  # vLLM 0.6.4+: an n>1 request runs as n single-sequence groups
     model: str
     vllm_version: str
     max_model_len: int
@@ -82,6 +87,9 @@ def engine_config(spec: RunSpec) -> tuple[Any, dict[str, Any] | None]:
     """vLLM's EngineConfig for `spec` (no engine, no CUDA needed), and on the gpu backend with
     `num_cpu_blocks` the swap-space translation the header records (engine.adapters.swap_space).
     Raises ConfigError."""
+    from engine.adapters.versions import family
+
+    fam = family()  # ConfigError naming the supported releases if this one is not
     from vllm import EngineArgs
 
     if spec.backend == "sim":
@@ -99,6 +107,8 @@ def engine_config(spec: RunSpec) -> tuple[Any, dict[str, Any] | None]:
             seed=spec.seed,
             disable_log_stats=False,
             enforce_eager=True,
+            preemption_mode=spec.preemption_mode,
+            **fam.engine_kwargs(),
         )
     else:
         args = EngineArgs(
@@ -112,6 +122,7 @@ def engine_config(spec: RunSpec) -> tuple[Any, dict[str, Any] | None]:
             block_size=spec.block_size,
             seed=spec.seed,
             disable_log_stats=False,
+            preemption_mode=spec.preemption_mode,
         )
     config = _engine_config(args)
     swap_translation = None
@@ -130,6 +141,9 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
     if spec.backend == "gpu" and not cuda_available():
         raise ConfigError("the gpu backend needs a CUDA device and none was found: "
                           "use --backend sim")
+    from engine.adapters.versions import family
+
+    fam = family()
     import vllm
     from vllm import LLMEngine
     from vllm.usage.usage_lib import UsageContext
@@ -158,14 +172,15 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
                               f"--prompt-len out to send the seed's text")
         executor_class = GPUExecutor
     with build_errors(spec.model_name):
-        engine = LLMEngine(**config.to_dict(),
-                           executor_class=executor_class, log_stats=True,
-                           usage_context=UsageContext.ENGINE_CONTEXT)
+        engine = fam.construct(LLMEngine, config, executor_class=executor_class, log_stats=True,
+                               usage_context=UsageContext.ENGINE_CONTEXT)
     config_summary = _summarize_config(config)
     if swap_translation is not None:
         config_summary["swap_space_from_num_cpu_blocks"] = swap_translation
     return BuiltEngine(
         engine=engine,
+        scheduler=fam.scheduler_of(engine),
+        fans_out=fam.FANS_OUT,
         model=spec.model_name,
         vllm_version=vllm.__version__,
         max_model_len=config.model_config.max_model_len,

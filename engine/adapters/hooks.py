@@ -1,4 +1,5 @@
-"""Every hook into vLLM 0.5.0.post1's private internals lives here, and only here.
+"""Every hook into vLLM's private scheduler internals lives in engine/adapters, and the part
+that is the same for every supported release lives here.
 
 `attach(scheduler)` instruments an existing `vllm.core.scheduler.Scheduler` instance, however
 it was built, without subclassing it: it wraps four bound methods on the instance itself.
@@ -8,23 +9,23 @@ it was built, without subclassing it: it wraps four bound methods on the instanc
 - `_schedule_running`: captures the running pass (who was preempted, by swap or recompute).
 - `_schedule_swapped`: captures the swap-in pass (who came back, who is still swapped).
 - `_schedule_prefills`: the gate. With a chunked-prefill step and a policy that withholds, it
-  returns the waiting queue untouched and an empty `SchedulerPrefillOutputs`, exactly what
-  vLLM's own code produces when nothing fits, so the rest of `_schedule_chunked_prefill` runs
-  unchanged. With policy ``off`` it calls the original and changes nothing.
+  returns what vLLM's own code produces when nothing fits (an empty `SchedulerPrefillOutputs`,
+  the waiting queue untouched), so the rest of `_schedule_chunked_prefill` runs unchanged. With
+  policy ``off`` it calls the original and changes nothing.
 
-If a later vLLM renames one of these methods, this is the module to change.
+The three pass wrappers differ by vLLM release (their signatures and return values changed in
+0.5.4); each adapter family (engine/adapters/family_*.py, chosen by engine.adapters.versions)
+builds them and reports what it saw through `SchedulerHook.saw_running/saw_swapped/withholds`.
+Ids in captures are requests: from 0.6.4 on, the parent of a fanned-out group.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from vllm.core.scheduler import Scheduler, SchedulerPrefillOutputs, SchedulerOutputs
-from vllm.sequence import SequenceStatus
-
+from engine.adapters.versions import family
 from engine.policy import Policy, PrefillGate, parse_policy, withholds_prefills
 
 _WRAPPED = ("schedule", "_schedule_running", "_schedule_swapped", "_schedule_prefills")
@@ -70,13 +71,15 @@ class StepCapture:
     """What the hooks saw during one `Scheduler.schedule()` call."""
 
     policy: Policy
-    outputs: SchedulerOutputs | None = None
+    outputs: Any = None  # vLLM's SchedulerOutputs
     swapped_out: list[str] = field(default_factory=list)
     recomputed: list[str] = field(default_factory=list)
     swapped_in: list[str] = field(default_factory=list)
     infeasible: list[str] = field(default_factory=list)
     preempted_this_step: int = 0
     still_swapped: int | None = None  # None: the swap-in pass did not run this step
+    swapped_out_seqs: int = 0  # sequences in the swapped-out groups
+    swapped_in_seqs: int = 0
     withheld: bool = False
     held_back: int = 0
 
@@ -84,8 +87,9 @@ class StepCapture:
 class SchedulerHook:
     """Handle returned by `attach`. Thread-safe policy changes, applied at step boundaries."""
 
-    def __init__(self, scheduler: Scheduler, policy: Policy) -> None:
+    def __init__(self, scheduler: Any, policy: Policy) -> None:
         self.scheduler = scheduler
+        self._family = family()
         self._policy = policy
         self._pending: tuple[Policy, str] | None = None
         self._lock = threading.Lock()
@@ -120,9 +124,8 @@ class SchedulerHook:
                                    f"is an observatory hook already attached?")
             self._originals[name] = getattr(scheduler, name)
         scheduler.schedule = self._schedule
-        scheduler._schedule_running = self._schedule_running
-        scheduler._schedule_swapped = self._schedule_swapped
-        scheduler._schedule_prefills = self._schedule_prefills
+        for name, wrapper in self._family.wrappers(self, self._originals).items():
+            setattr(scheduler, name, wrapper)
 
     def detach(self) -> None:
         """Put the scheduler back as it was."""
@@ -140,49 +143,53 @@ class SchedulerHook:
             self.steps_scheduled += 1
         return result
 
-    def _schedule_running(self, *args: Any, **kwargs: Any):
-        remaining, out = self._originals["_schedule_running"](*args, **kwargs)
+    # ----------------------------------------------------------------- called by the families
+    def saw_running(self, swapped_out: list, preempted: list) -> None:
+        """The running pass swapped out `swapped_out` and recomputed `preempted` (groups)."""
         with _OWN["_schedule_running"]:
             capture = self.current
-            capture.swapped_out = [g.request_id for g in out.swapped_out]
-            capture.recomputed = [g.request_id for g in out.preempted]
-            capture.preempted_this_step = len(out.swapped_out) + len(out.preempted)
-        return remaining, out
+            rid = self._family.request_id
+            capture.swapped_out = _unique(rid(g) for g in swapped_out)
+            capture.swapped_out_seqs = sum(g.num_seqs() for g in swapped_out)
+            capture.recomputed = _unique(rid(g) for g in preempted)
+            capture.preempted_this_step = len(swapped_out) + len(preempted)
 
-    def _schedule_swapped(self, *args: Any, **kwargs: Any):
-        remaining, out = self._originals["_schedule_swapped"](*args, **kwargs)
+    def saw_swapped(self, still_swapped: int, swapped_in: list, infeasible: list) -> None:
+        """The swap-in pass left `still_swapped` groups swapped and brought back `swapped_in`."""
         with _OWN["_schedule_swapped"]:
             capture = self.current
-            capture.still_swapped = len(remaining)
-            capture.swapped_in = [s.seq_group.request_id
-                                  for s in out.prefill_seq_groups + out.decode_seq_groups]
-            capture.infeasible = [g.request_id for g in out.infeasible_seq_groups]
-        return remaining, out
+            rid = self._family.request_id
+            capture.still_swapped = still_swapped
+            capture.swapped_in = _unique(rid(g) for g in swapped_in)
+            capture.swapped_in_seqs = sum(g.num_seqs() for g in swapped_in)
+            capture.infeasible = _unique(rid(g) for g in infeasible)
 
-    def _schedule_prefills(self, waiting_queue: deque, budget: Any, curr_loras: Any,
-                           enable_chunking: bool = False):
+    def withholds(self, enable_chunking: bool, waiting: int) -> bool:
+        """Whether the policy withholds this step's prefills (`waiting` groups are waiting)."""
         with _OWN["_schedule_prefills"]:
             policy = self._policy
-            withhold = False
-            if enable_chunking and policy.name != "off" and waiting_queue:
-                capture = self.current
-                still = capture.still_swapped
-                gate = PrefillGate(
-                    preempted_this_step=capture.preempted_this_step,
-                    still_swapped=len(self.scheduler.swapped) if still is None else still,
-                    cpu_usage=cpu_usage(self.scheduler),
-                )
-                withhold = withholds_prefills(policy, gate)
-                if withhold:
-                    capture.withheld = True
-                    capture.held_back = len(waiting_queue)
-        if withhold:
-            return waiting_queue, SchedulerPrefillOutputs.create_empty()
-        return self._originals["_schedule_prefills"](waiting_queue, budget, curr_loras,
-                                                     enable_chunking=enable_chunking)
+            if not (enable_chunking and policy.name != "off" and waiting):
+                return False
+            capture = self.current
+            still = capture.still_swapped
+            gate = PrefillGate(
+                preempted_this_step=capture.preempted_this_step,
+                still_swapped=len(self.scheduler.swapped) if still is None else still,
+                cpu_usage=cpu_usage(self.scheduler),
+            )
+            withhold = withholds_prefills(policy, gate)
+            if withhold:
+                capture.withheld = True
+                capture.held_back = waiting
+            return withhold
 
 
-def attach(scheduler: Scheduler, policy: str | Policy = "off") -> SchedulerHook:
+def _unique(ids) -> list[str]:
+    """Ids in first-seen order without repeats (n fanned-out groups name one request)."""
+    return list(dict.fromkeys(ids))
+
+
+def attach(scheduler: Any, policy: str | Policy = "off") -> SchedulerHook:
     """Instrument `scheduler` in place and return the handle that controls the policy."""
     hook = SchedulerHook(scheduler, parse_policy(policy))
     hook._install()
@@ -190,14 +197,14 @@ def attach(scheduler: Scheduler, policy: str | Policy = "off") -> SchedulerHook:
 
 
 # --------------------------------------------------------------------- state readers
-def cpu_usage(scheduler: Scheduler) -> float:
+def cpu_usage(scheduler: Any) -> float:
     total = scheduler.cache_config.num_cpu_blocks or 0
     if total <= 0:
         return 0.0
     return 1.0 - scheduler.block_manager.get_num_free_cpu_blocks() / total
 
 
-def block_counts(scheduler: Scheduler) -> tuple[int, int, int, int]:
+def block_counts(scheduler: Any) -> tuple[int, int, int, int]:
     """(gpu_used, gpu_total, cpu_used, cpu_total), computed as vLLM's `_get_stats` does."""
     bm = scheduler.block_manager
     gpu_total = scheduler.cache_config.num_gpu_blocks or 0
@@ -206,21 +213,24 @@ def block_counts(scheduler: Scheduler) -> tuple[int, int, int, int]:
             cpu_total - bm.get_num_free_cpu_blocks(), cpu_total)
 
 
-def running_seqs(scheduler: Scheduler) -> int:
-    running = SequenceStatus.RUNNING
+def running_seqs(scheduler: Any) -> int:
+    running = family().SequenceStatus.RUNNING
     return sum(g.num_seqs(running) for g in scheduler.running)
 
 
-def abort_queue_sizes(scheduler: Scheduler) -> tuple[int, int, int]:
-    """(running, swapped, waiting) when `schedule()` raised part-way through a step.
+def abort_queue_sizes(scheduler: Any) -> tuple[int, int, int]:
+    """(running, swapped, waiting) when `schedule()` raised part-way through a step."""
+    return family().abort_queue_sizes(scheduler)
 
-    vLLM updates its queues only at the end of `_schedule_*`, so groups swapped out earlier in
-    the aborting step still sit in `running` with SWAPPED sequences; count them as swapped.
-    """
-    swapped_status = SequenceStatus.SWAPPED
-    moved = sum(1 for g in scheduler.running if g.num_seqs(swapped_status) > 0)
-    return (len(scheduler.running) - moved, len(scheduler.swapped) + moved,
-            len(scheduler.waiting))
+
+def scheduler_of(engine: Any) -> Any:
+    """The engine's (first) scheduler."""
+    return family().scheduler_of(engine)
+
+
+def request_id(group: Any) -> str:
+    """The request a sequence group belongs to (its parent, for a fanned-out group)."""
+    return family().request_id(group)
 
 
 def read_vllm_stats(engine: Any) -> Any:
@@ -228,5 +238,5 @@ def read_vllm_stats(engine: Any) -> Any:
     return engine._get_stats(scheduler_outputs=None)
 
 
-def token_budget(scheduler: Scheduler) -> int:
+def token_budget(scheduler: Any) -> int:
     return scheduler.scheduler_config.max_num_batched_tokens

@@ -1,8 +1,10 @@
 """The sim backend's model executor: vLLM's real engine, scheduler and block manager with a model
 that computes nothing.
 
-It implements vLLM 0.5's `ExecutorBase`, so `LLMEngine` drives it exactly as it drives the GPU
-executor. Its two jobs:
+It implements the installed vLLM's `ExecutorBase` (one class for every supported release: it
+defines the union of what each release's base requires, e.g. 0.5.1's `pin_lora`, 0.5.2's
+prompt-adapter methods, 0.7's `collective_rpc`), so `LLMEngine` drives it exactly as it drives
+the GPU executor. Its two jobs:
 
 1. Report block counts. GPU blocks are whatever the spec asks for (vLLM then applies
    `num_gpu_blocks_override` itself); CPU blocks come from vLLM's own arithmetic,
@@ -23,18 +25,18 @@ own, so the session passes it as `stop_token_ids`, which vLLM's StopChecker trea
 from __future__ import annotations
 
 import random
-from typing import List, Set, Tuple
+from typing import Any, List, Set, Tuple
 
-from vllm.executor.executor_base import ExecutorBase
-from vllm.lora.request import LoRARequest
-from vllm.sequence import (CompletionSequenceGroupOutput, ExecuteModelRequest, Logprob,
-                           SamplerOutput, SequenceOutput)
-from vllm.worker.cache_engine import CacheEngine
+from engine.adapters.versions import family
 
 from engine.errors import ConfigError
 from engine.options import check_block_memory
 
-_LOGPROB = Logprob(logprob=-1.0)
+_F = family()
+CompletionSequenceGroupOutput = _F.CompletionSequenceGroupOutput
+SamplerOutput = _F.SamplerOutput
+SequenceOutput = _F.SequenceOutput
+_LOGPROB = _F.Logprob(logprob=-1.0)
 
 
 def _not_eos(token: int, eos: int) -> int:
@@ -50,7 +52,7 @@ def eos_token_id(model_config) -> int:
     return int(eos) if eos is not None else 0
 
 
-class SimExecutor(ExecutorBase):
+class SimExecutor(_F.ExecutorBase):
     """An executor whose 'model' samples token ids from a seeded RNG and does nothing else."""
 
     # vLLM builds the executor from its own configs only; `configured` bakes ours into a
@@ -80,8 +82,8 @@ class SimExecutor(ExecutorBase):
     def determine_num_available_blocks(self) -> Tuple[int, int]:
         if self._num_cpu_blocks is not None:
             return self._num_gpu_blocks, self._num_cpu_blocks
-        block_bytes = CacheEngine.get_cache_block_size(self.cache_config, self.model_config,
-                                                       self.parallel_config)
+        block_bytes = _F.cpu_block_bytes(self.cache_config, self.model_config,
+                                         self.parallel_config)
         num_cpu_blocks = int(self.cache_config.swap_space_bytes // block_bytes)
         swap_gib = self.cache_config.swap_space_bytes / 2**30
         if num_cpu_blocks < 1:  # vLLM would run, then abort at the first swap-out
@@ -94,7 +96,7 @@ class SimExecutor(ExecutorBase):
     def initialize_cache(self, num_gpu_blocks: int, num_cpu_blocks: int) -> None:
         self.num_gpu_blocks, self.num_cpu_blocks = num_gpu_blocks, num_cpu_blocks
 
-    def execute_model(self, execute_model_req: ExecuteModelRequest) -> List[SamplerOutput]:
+    def execute_model(self, execute_model_req: Any) -> List[Any]:
         rand = self._rng.randrange
         uniform = self._rng.random
         vocab, eos, eos_prob = self._vocab, self.eos_token_id, self._eos_prob
@@ -105,7 +107,8 @@ class SimExecutor(ExecutorBase):
                 if meta.is_prompt:
                     # The prompt has one sequence; the sampler draws best_of tokens from it.
                     (parent_id,) = meta.seq_data
-                    for _ in range(meta.sampling_params.best_of):
+                    params = meta.sampling_params
+                    for _ in range(getattr(params, "best_of", None) or params.n):
                         token = eos if uniform() < eos_prob else _not_eos(rand(vocab - 1), eos)
                         samples.append(SequenceOutput(parent_id, token, {token: _LOGPROB}))
                 else:
@@ -116,7 +119,7 @@ class SimExecutor(ExecutorBase):
         self.steps_executed += 1
         return [SamplerOutput(outputs=outputs)]
 
-    def add_lora(self, lora_request: LoRARequest) -> bool:
+    def add_lora(self, lora_request: Any) -> bool:
         raise NotImplementedError("the sim backend does not model LoRA adapters")
 
     def remove_lora(self, lora_id: int) -> bool:
@@ -126,4 +129,29 @@ class SimExecutor(ExecutorBase):
         return set()
 
     def check_health(self) -> None:
+        return
+
+    # Required by later releases' bases; nothing to do without a model.
+    def pin_lora(self, lora_id: int) -> bool:
+        raise NotImplementedError("the sim backend does not model LoRA adapters")
+
+    def add_prompt_adapter(self, prompt_adapter_request: Any) -> bool:
+        raise NotImplementedError("the sim backend does not model prompt adapters")
+
+    def remove_prompt_adapter(self, prompt_adapter_id: int) -> bool:
+        raise NotImplementedError("the sim backend does not model prompt adapters")
+
+    def pin_prompt_adapter(self, prompt_adapter_id: int) -> bool:
+        raise NotImplementedError("the sim backend does not model prompt adapters")
+
+    def list_prompt_adapters(self) -> Set[int]:
+        return set()
+
+    def collective_rpc(self, method: Any, timeout: float | None = None, args: tuple = (),
+                       kwargs: dict | None = None) -> list:
+        """0.7+: the base routes worker calls here; there are no workers (0.10.2's
+        `shutdown()` calls it)."""
+        return []
+
+    def shutdown(self) -> None:
         return

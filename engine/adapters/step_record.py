@@ -4,6 +4,10 @@ Called once per step, right after `LLMEngine.step()` returns: the moment vLLM ha
 own `Stats` (in `do_log_stats`), so queue sizes and block counts here equal vLLM's metrics. The
 token counts follow how vLLM computes its own Stats: prompt tokens are the prefill chunks; generated
 tokens are the decode sequences plus the first token of every prefill that completed.
+
+Request ids are requests, not groups: from vLLM 0.6.4 an n>1 request runs as n single-sequence
+groups, which the records fold into their parent so a step reads the same in every release
+(`prefills` keeps one entry per scheduled group, each chunk's tokens as vLLM counted them).
 """
 
 from __future__ import annotations
@@ -15,28 +19,32 @@ from engine.adapters.hooks import StepCapture
 
 
 def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostModel,
-                      sim_start_s: float, wall_s: float) -> StepRecord:
+                      sim_start_s: float, wall_s: float, fans_out: bool = False) -> StepRecord:
+    """`fans_out`: vLLM 0.6.4+ runs an n>1 request as n groups; ids are then the parent
+    requests (repeats folded) and the swap counts in sequences are recorded too."""
     outputs = capture.outputs
     scheduled = outputs.scheduled_seq_groups if outputs is not None else []
     num_prefill = outputs.num_prefill_groups if outputs is not None else 0
     batched = outputs.num_batched_tokens if outputs is not None else 0
 
+    rid = vllm_hooks.request_id
     prefills: list[tuple[str, int]] = []
     first_tokens: list[str] = []
     first_token_seqs = 0
     prompt_tokens = 0
     for scheduled_group in scheduled[:num_prefill]:
         group = scheduled_group.seq_group
-        prefills.append((group.request_id, scheduled_group.token_chunk_size))
+        prefills.append((rid(group), scheduled_group.token_chunk_size))
         prompt_tokens += scheduled_group.token_chunk_size
         if not group.is_prefill():  # this chunk completed the prompt and sampled
-            first_tokens.append(group.request_id)
+            first_tokens.append(rid(group))
             first_token_seqs += group.num_seqs()
     decode_seqs = batched - prompt_tokens
-    finished = [s.seq_group.request_id for s in scheduled if s.seq_group.is_finished()]
-    ignored = ([g.request_id for g in outputs.ignored_seq_groups]
+    ignored = (_unique(rid(g) for g in outputs.ignored_seq_groups)
                if outputs is not None else [])
-    finished.extend(ignored)
+    finished = _unique([*(rid(s.seq_group) for s in scheduled if s.seq_group.is_finished()),
+                        *ignored])
+    first_tokens = _unique(first_tokens)
 
     gpu_used, gpu_total, cpu_used, cpu_total = vllm_hooks.block_counts(scheduler)
     block_size = scheduler.cache_config.block_size
@@ -70,4 +78,10 @@ def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostMode
         generated_tokens=decode_seqs + first_token_seqs,
         withheld=capture.withheld,
         held_back=capture.held_back,
+        swapped_out_seqs=capture.swapped_out_seqs if fans_out else None,
+        swapped_in_seqs=capture.swapped_in_seqs if fans_out else None,
     )
+
+
+def _unique(ids) -> list[str]:
+    return list(dict.fromkeys(ids))

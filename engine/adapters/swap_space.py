@@ -3,7 +3,7 @@
 The sim executor reports CPU blocks itself, so the sim takes `num_cpu_blocks` as is. vLLM's GPU
 worker instead derives them from the swap space:
 
-    num_cpu_blocks = int(cache_config.swap_space_bytes // CacheEngine.get_cache_block_size(...))
+    num_cpu_blocks = int(cache_config.swap_space_bytes // <the release's cache block size>)
     swap_space_bytes = swap_space_gib * (1 << 30)            (CacheConfig, a float)
 
 So a block count becomes a swap space here, with vLLM's own block-size function, and the engine
@@ -18,15 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm.worker.cache_engine import CacheEngine
+from engine.adapters.versions import family
 
 GIB = 1 << 30
 
 
 def cache_block_bytes(config: Any) -> int:
     """Bytes of one KV-cache block (keys and values, every layer), as vLLM computes it."""
-    return int(CacheEngine.get_cache_block_size(config.cache_config, config.model_config,
-                                                config.parallel_config))
+    return int(family().cpu_block_bytes(config.cache_config, config.model_config,
+                                        config.parallel_config))
 
 
 def swap_space_gib_for(num_cpu_blocks: int, block_bytes: int) -> float:

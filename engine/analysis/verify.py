@@ -47,6 +47,24 @@ def _short(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def refuse_other_vllm(name: str, recorded: str) -> None:
+    """A recording's decisions are vLLM's for its release: re-running it on another release
+    compares two schedulers, not the recording. Say which install would verify it."""
+    from engine.adapters.versions import installed_version, release_for
+
+    installed = installed_version()
+    if release_for(recorded) == release_for(installed) and release_for(recorded) is not None:
+        return
+    if recorded.split("+")[0] == (installed or "").split("+")[0]:
+        return
+    release = release_for(recorded)
+    fix = (f"verify it in an environment made with {release.install}" if release is not None
+           else "no supported release can verify it")
+    here = f"vLLM {installed}" if installed else "no vLLM"
+    raise ConfigError(f"{name}: recorded with vLLM {recorded} and this environment has {here}: "
+                      f"{fix}")
+
+
 def rerun_spec(recording: Recording) -> Any:
     """The recording's RunSpec on the sim backend, with recorded policy changes as toggles and a
     step limit that stops the re-run where the recording stopped (one step later for runs that
@@ -59,6 +77,7 @@ def rerun_spec(recording: Recording) -> Any:
         raise ConfigError(f"{name}: recorded on the {header.backend} backend: a real model's "
                           f"decisions cannot be reproduced by the sim backend; verify only "
                           f"sim recordings")
+    refuse_other_vllm(name, header.vllm_version)
     if header.starts_at_step > 0:
         raise ConfigError(f"{name}: recording starts at step {header.starts_at_step} (switched on "
                           f"mid-run), so the run cannot be rebuilt from its header; record from "
@@ -219,11 +238,6 @@ def verify(recording: Recording, progress: TextIO | None = None) -> VerifyResult
     checker = _Checker(recording, session, progress)
     session.subscribe(checker)
     session.prepare()
-    header = session.header
-    if progress is not None and header is not None:
-        if header.vllm_version != recording.header.vllm_version:
-            progress.write(f"note: recorded with vLLM {recording.header.vllm_version}, "
-                           f"re-running with {header.vllm_version}\n")
     checker.issue_bursts(0)
     session.run()
     return checker.result()

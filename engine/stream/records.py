@@ -82,6 +82,11 @@ class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=
     # `execute_model`; sim, the real time of the do-nothing executor (engine.adapters.exec_timing).
     exec_s: Seconds = 0.0
 
+    # vLLM 0.6.4+ only (None before): an n>1 request runs as n single-sequence groups, and the
+    # id lists above name each request once; these count the sequences swapped out / in.
+    swapped_out_seqs: int | None = None
+    swapped_in_seqs: int | None = None
+
     @property
     def gpu_pct(self) -> float:
         return 100.0 * self.gpu_used / self.gpu_total if self.gpu_total else 0.0

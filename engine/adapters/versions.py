@@ -1,0 +1,81 @@
+"""Which vLLM releases the observatory speaks, and which adapter family each one uses.
+
+vLLM is an extra of this package, one per supported release (pyproject.toml), so the installed
+vLLM is whatever the environment has: ours from `pip install -e '.[vllm050,test]'`, or a verl
+environment's own 0.6.3. This module reads the installed version from package metadata without
+importing vLLM (a second and more), and turns a missing or unsupported one into one line that
+names every supported release and the command that installs it.
+
+Families group releases whose scheduler and engine APIs the hooks treat alike
+(engine/adapters/family_*.py); `family()` imports the installed release's module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from importlib import metadata
+from types import ModuleType
+
+from engine.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str  # vllm.__version__ without a local "+..." part
+    extra: str  # this package's extra that pins it and its companions
+    family: str  # engine.adapters.family_<family>
+
+    @property
+    def install(self) -> str:
+        return f"pip install -e '.[{self.extra},test]'"
+
+
+SUPPORTED: tuple[Release, ...] = (
+    Release("0.5.0.post1", "vllm050", "v050"),
+    Release("0.6.3.post1", "vllm063", "v054_063"),
+    Release("0.7.3", "vllm073", "v064_0102"),
+    Release("0.10.2", "vllm0102", "v064_0102"),
+)
+DEFAULT = SUPPORTED[0]
+
+
+def installed_version() -> str | None:
+    """The installed vLLM's version from its metadata, or None if there is none."""
+    try:
+        return metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def release_for(version: str | None) -> Release | None:
+    if version is None:
+        return None
+    base = version.split("+", 1)[0]
+    return next((r for r in SUPPORTED if r.version == base), None)
+
+
+def supported_line() -> str:
+    return "; ".join(f"{r.version}: {r.install}" for r in SUPPORTED)
+
+
+def require_supported() -> Release:
+    """The installed release, or ConfigError naming the supported ones and their commands."""
+    version = installed_version()
+    release = release_for(version)
+    if release is None:
+        found = "no vLLM is installed" if version is None else f"vLLM {version} is not supported"
+        raise ConfigError(f"{found}; supported: {supported_line()}")
+    return release
+
+
+_family: ModuleType | None = None
+
+
+def family() -> ModuleType:
+    """The adapter module for the installed vLLM (imports vLLM on first use)."""
+    global _family
+    if _family is None:
+        release = require_supported()
+        _family = importlib.import_module(f"engine.adapters.family_{release.family}")
+    return _family
