@@ -187,3 +187,51 @@ def encode(record: Record | Header) -> bytes:
 def decode_record(line: bytes | str) -> Record:
     """Decode a non-header line; raises msgspec.DecodeError / ValidationError on bad input."""
     return _record_decoder.decode(line)
+
+
+# ---- reference recordings: a real vLLM V0 log, imported (engine.analysis.logs) ----------------
+# Kept in its own block (and folded into Record below) so it merges apart from the step schema.
+# A reference recording is a Header (backend "log"), LogWindow and LogEvent records, then
+# RunFinished. Nothing in it is invented: a field the log does not give is None.
+
+class LogWindow(msgspec.Struct, tag="log_window", tag_field="kind", kw_only=True, gc=False):
+    """One V0 stats line (`Avg prompt throughput: ...`): vLLM's view of the last ~5 s.
+
+    `t_s` is seconds since the run's first step (see engine.analysis.logs.timeline for how it is
+    estimated); throughputs are vLLM's averages over the window that ends at `t_s`. A record cut
+    mid-field is `partial` and its cut fields are None, never a guess.
+    """
+
+    t_s: float | None
+    clock: str | None  # the timestamp as the log wrote it
+    line: int  # 1-based physical line where the record starts
+    prompt_tps: float | None
+    gen_tps: float | None
+    running: int | None
+    swapped: int | None
+    pending: int | None
+    gpu_pct: float | None
+    cpu_pct: float | None
+    partial: bool = False
+    missing: list[str] = []  # the fields that were cut or absent
+
+
+class LogEvent(msgspec.Struct, tag="log_event", tag_field="kind", kw_only=True, gc=False):
+    """Something else the log said: "preemption", "progress" (tqdm), "config", "blocks",
+    "abort"."""
+
+    t_s: float | None
+    line: int
+    event: str
+    text: str  # the record, cleaned, cut to 300 characters
+    mode: str | None = None  # preemption: "SWAP" or "RECOMPUTE"
+    group: str | None = None  # preemption: the sequence group id
+    cumulative: int | None = None  # preemption: total_num_cumulative_preemption
+    finished: int | None = None  # progress: requests finished
+    total: int | None = None  # progress: requests in all
+    values: dict[str, Any] = {}  # config / blocks: the fields read by key
+
+
+Record = Union[Record, LogWindow, LogEvent]  # type: ignore[misc]
+RECORD_TYPES = RECORD_TYPES + (LogWindow, LogEvent)
+_record_decoder = msgspec.json.Decoder(Record)
