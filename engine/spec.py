@@ -15,6 +15,7 @@ import msgspec
 
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
+from engine.output_lengths import OutputLengths
 from engine.policy import parse_policy
 
 # OPT-125m's max_position_embeddings; a prompt must leave room for at least one output token.
@@ -56,6 +57,7 @@ class RunSpec(msgspec.Struct, kw_only=True):
     toggles: list[tuple[int, str]] = []  # (step, policy): switch before that step runs
 
     cost: CostModel = CostModel()
+    lengths: OutputLengths = OutputLengths()  # sim: which sequences end early (output_lengths.py)
 
     def to_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)
@@ -118,6 +120,7 @@ class RunSpec(msgspec.Struct, kw_only=True):
                 raise ConfigError(f"--toggle-at step must be >= 0, got {step}")
             parse_policy(policy)
         self.cost.validate()
+        self.lengths.validate()
         return self
 
 
