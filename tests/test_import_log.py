@@ -101,3 +101,32 @@ def test_seed_log_imports_to_ten_records_and_the_abort(tmp_path) -> None:
     assert summary.sim_seconds == pytest.approx(47.0, abs=1.0)
     assert recording.header.spec["num_cpu_blocks"] == 7281
     assert recording.header.spec["enable_chunked_prefill"] is True
+
+
+def test_a_sim_runs_own_stats_lines_reimport_to_its_numbers(tmp_path) -> None:
+    """vLLM's StatLogger printed these lines inside a sim run (captured as LogLine records);
+    written out as a log and re-imported, they must give back the queue and KV figures of the
+    step that printed them, and token rates that match the steps between two lines."""
+    recording = load(Path(__file__).parent.parent / "recordings" / "seed-5578-off.jsonl.zst")
+    lines, expected = [], []
+    for item in recording.items:
+        if type(item).__name__ == "LogLine" and item.message.startswith("Avg prompt"):
+            step = recording.step(item.step)
+            clock = 3600 * 21 + 23 * 60 + step.wall_s
+            stamp = f"{int(clock // 3600):02d}:{int(clock // 60 % 60):02d}:{clock % 60:06.3f}"
+            lines.append(f"INFO 06-16 {stamp.replace('.', ',')} metrics.py:341] {item.message}")
+            expected.append(step)
+    assert len(expected) >= 2
+    log = import_log("\n".join(lines) + "\n")
+    assert len(log.windows) == len(expected)
+    for window, step in zip(log.windows, expected):
+        assert (window.running, window.swapped, window.pending) == (step.running, step.swapped,
+                                                                    step.waiting)
+        assert window.gpu_pct == pytest.approx(step.gpu_pct, abs=0.051)
+        assert window.cpu_pct == pytest.approx(step.cpu_pct, abs=0.051)
+    # the second line's rate covers the steps after the first line, over the wall time between
+    first, second = expected[0], expected[1]
+    generated = sum(s.generated_tokens for s in recording.steps
+                    if first.step < s.step <= second.step)
+    elapsed = log.windows[1].t_s - log.windows[0].t_s
+    assert log.windows[1].gen_tps * elapsed == pytest.approx(generated, rel=0.05)

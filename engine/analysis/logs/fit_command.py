@@ -96,7 +96,9 @@ def fitted_toml(spec: Any, best: Any, before: Any, log_name: str) -> str:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from engine.analysis.logs.commands import read_input
-    from engine.analysis.logs.fit import Target, apply_params, fit, get_params
+    import signal
+
+    from engine.analysis.logs.fit import PRIOR, Target, apply_params, fit, get_params
     from engine.analysis.logs.importer import import_log
     from engine.analysis.logs.simrun import Runner
 
@@ -115,9 +117,12 @@ def cmd_fit(args: argparse.Namespace) -> int:
                         if target.abort_clock_s else "")
                      + f"; sims run to {until_s:.0f} s, {args.workers} at a time\n")
     runner = Runner(args.workers)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the workers
+    prior = PRIOR if base.lengths.early_share == 0.0 else None
     try:
         before, best, sims = fit(target, base, start, runner, until_s, args.rounds,
-                                 progress=lambda text: sys.stderr.write(text + "\n"))
+                                 progress=lambda text: sys.stderr.write(text + "\n"),
+                                 prior=prior)
     finally:
         runner.close()
     fitted = apply_params(base, best.values)
