@@ -12,12 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-import msgspec
-
 import engine
 from engine.analysis.logs.clean import logical_lines
 from engine.analysis.logs.events import Event, find_events
-from engine.analysis.logs.stats import FIELDS, StatsRecord, find_stats
+from engine.analysis.logs.stats import StatsRecord, find_stats
 from engine.analysis.logs.timeline import Timeline, absolute
 from engine.errors import ConfigError
 from engine.spec import preset_spec
@@ -146,11 +144,3 @@ def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
     warnings = [f"line {w.line}: stats record cut; missing {', '.join(w.missing)}"
                 for w in windows if w.partial]
     return ImportedLog(header, records, windows, partial, abort_seen, warnings)
-
-
-def window_fields() -> tuple[str, ...]:
-    return tuple(FIELDS)
-
-
-def to_builtins(log: ImportedLog) -> dict[str, Any]:
-    return msgspec.to_builtins({"header": log.header, "records": log.records})
