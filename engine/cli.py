@@ -92,7 +92,10 @@ def build_parser(prog: str = "observatory") -> tuple[argparse.ArgumentParser, An
 
     run_commands.register(sub)
     recording_commands.register(sub)
+    from engine.analysis.logs.commands import register as register_log_commands
     from engine.sweep.commands import register as register_sweep_commands
+
+    register_log_commands(sub)
 
     register_sweep_commands(sub)
     from engine.versions_command import register as register_versions

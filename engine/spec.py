@@ -18,6 +18,7 @@ import msgspec
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
 from engine.options import MAX_BLOCKS, Setting, check_block_memory, check_struct, from_mapping
+from engine.output_lengths import OutputLengths
 from engine.policy import parse_policy
 
 # OPT-125m's max_position_embeddings; a prompt must leave room for at least one output token.
@@ -52,6 +53,10 @@ def _check_toggles(toggles: list[tuple[int, str]]) -> None:
 
 def _check_cost(cost: CostModel) -> None:
     check_struct(cost, lambda option: f"--cost {option.name}")
+
+
+def _check_lengths(lengths: OutputLengths) -> None:
+    check_struct(lengths, lambda option: f"--lengths {option.name}")
 
 
 class RunSpec(msgspec.Struct, kw_only=True):
@@ -135,6 +140,11 @@ class RunSpec(msgspec.Struct, kw_only=True):
         "sim cost model in seconds, each from 0 to 60, e.g. base_s=0.004,per_decode_seq_s=2e-5 "
         "(keys: engine/costmodel.py)", metavar="K=V,...",
         parse=CostModel.parse, check=_check_cost)] = CostModel()
+    # sim: which sequences end early (engine/output_lengths.py); fitted by `observatory fit`
+    lengths: Annotated[OutputLengths, Setting(
+        "sim output lengths, e.g. early_share=0.3,request_corr=0.5,early_mean_tokens=200 "
+        "(keys: engine/output_lengths.py)", metavar="K=V,...",
+        parse=OutputLengths.parse, check=_check_lengths)] = OutputLengths()
 
     def to_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)

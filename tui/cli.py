@@ -63,7 +63,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from tui.launch import replay
 
     need_terminal()
-    return replay(args.paths, speed=args.speed, follow=args.follow, lenient=args.lenient)
+    return replay(args.paths, speed=args.speed, follow=args.follow, lenient=args.lenient,
+                  reference=args.reference, reference_offset=args.reference_offset)
 
 
 def build_full_parser() -> argparse.ArgumentParser:
@@ -84,6 +85,11 @@ def build_full_parser() -> argparse.ArgumentParser:
     replay.add_argument("--speed", type=float, default=1.0, help="steps per tick multiplier")
     replay.add_argument("--follow", action="store_true", help="keep reading a growing file")
     replay.add_argument("--lenient", action="store_true", help="skip corrupt lines")
+    replay.add_argument("--reference", metavar="REF",
+                        help="overlay a real run (from `observatory import-log`) on the plots")
+    replay.add_argument("--reference-offset", type=float, default=0.0, metavar="S",
+                        help="shift the reference by S seconds (e.g. a warm-up in its first "
+                             "window)")
     replay.set_defaults(func=cmd_replay)
     from tui.sweep_command import register as register_sweep_browse
 

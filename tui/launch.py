@@ -126,7 +126,8 @@ def load_view(path: str, lenient: bool = False) -> tuple[RunView, str | None]:
 
 
 def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
-               lenient: bool = False, autoplay: bool = True) -> ObservatoryApp:
+               lenient: bool = False, autoplay: bool = True, reference: str | None = None,
+               reference_offset: float = 0.0) -> ObservatoryApp:
     """Build the replay (one path) or compare (two paths) app; raises ConfigError."""
     from tui.compare_screen import CompareScreen
     from tui.replay_screen import ReplayScreen
@@ -136,6 +137,8 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
     if not MIN_SPEED <= speed <= MAX_SPEED:
         raise ConfigError(f"--speed must be between {MIN_SPEED:g} and {MAX_SPEED:g}, "
                           f"got {speed:g}")
+    if reference is not None and (follow or len(paths) != 1):
+        raise ConfigError("--reference overlays a real log on one finished recording's replay")
     if follow:
         if len(paths) != 1:
             raise ConfigError("--follow follows one recording; compare needs finished ones")
@@ -154,6 +157,10 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
         names = [_display_name(p) for p in paths]
         return ObservatoryApp(lambda: CompareScreen(views, names))
     view, notice = loaded[0]
+    if reference is not None:
+        from engine.analysis.logs.reference import Reference
+
+        view.reference = Reference.load(reference, reference_offset)
     return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(paths[0]),
                                                speed=speed, autoplay=autoplay, notice=notice))
 
@@ -179,19 +186,22 @@ def _stdin_to_tty() -> None:
 
 
 def replay(paths: list[str], speed: float = 1.0, follow: bool = False,
-           lenient: bool = False) -> int:
+           lenient: bool = False, reference: str | None = None,
+           reference_offset: float = 0.0) -> int:
     """Replay one recording (or compare two); `follow` keeps up with a growing file or stdin."""
     from engine.stream.reader import RecordingError
 
     try:
         if "-" in paths and not follow:
             # Read the whole pipe first, then give fd 0 back to the terminal for the keys.
-            app = replay_app(paths, speed, follow, lenient)
+            app = replay_app(paths, speed, follow, lenient, reference=reference,
+                             reference_offset=reference_offset)
             _stdin_to_tty()
         else:
             if "-" in paths:
                 _stdin_to_tty()
-            app = replay_app(paths, speed, follow, lenient)
+            app = replay_app(paths, speed, follow, lenient, reference=reference,
+                             reference_offset=reference_offset)
     except RecordingError as exc:
         return _fail(str(exc))
     except ConfigError as exc:

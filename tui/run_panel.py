@@ -178,13 +178,26 @@ class RunPanel(Vertical):
             xs, ys = view.series(name, lo, hi, plot.points)
             return Line(label, xs, ys, color, axis, short)
 
+        def real(name: str, label: str, color: palette.RGB) -> list[Line]:
+            """The overlaid real log's series: dots, not lines, and "real" in the legend."""
+            ref = view.reference
+            if ref is None:
+                return []
+            xs, ys = ref.series(name, view.column("sim_s"), view.first_step, lo, hi)
+            return [Line(f"{label} (real log)", xs, ys, color, short=f"{label}·real",
+                         marker="•")]
+
         kv.show([line(kv, "gpu_pct", "GPU", palette.GPU_KV),
-                 line(kv, "cpu_pct", "CPU", palette.CPU_KV)], marks, xlim, cursor)
+                 line(kv, "cpu_pct", "CPU", palette.CPU_KV),
+                 *real("gpu_pct", "GPU", palette.GPU_KV),
+                 *real("cpu_pct", "CPU", palette.CPU_KV)], marks, xlim, cursor)
         queues.show([line(queues, "running", "running", palette.RUNNING, short="run"),
                      line(queues, "swapped", "swapped", palette.SWAPPED, short="swap"),
                      # waiting (thousands in the seed) on its own right axis, so the
                      # swapped curve, the one to watch, keeps the left axis' resolution
-                     line(queues, "waiting", "waiting", palette.WAITING, "right", "wait")],
+                     line(queues, "waiting", "waiting", palette.WAITING, "right", "wait"),
+                     *real("running", "run", palette.RUNNING),
+                     *real("swapped", "swap", palette.SWAPPED)],
                     marks, xlim, cursor)
         tokens.show([line(tokens, "gen_tps", "generated", palette.GENERATED, short="gen"),
                      line(tokens, "prompt_tps", "prompt", palette.PROMPT, short="prompt")],

@@ -43,6 +43,7 @@ class Line:
     color: RGB
     axis: str = "left"  # "right": plotted against a second y axis on the right
     short: str = ""  # label for narrow plots ("" = label)
+    marker: str = "braille"  # anything else: points only, not joined (a real log's windows)
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,8 @@ def legend_text(title: str, short_title: str, lines: Sequence[Line],
         entries: list[tuple[str, str, RGB]] = []
         for line in lines:
             label = (line.short or line.label) if short else line.label
-            entries.append(("━", label + ("→" if line.axis == "right" else ""), line.color))
+            entries.append(("━" if line.marker == "braille" else line.marker,
+                            label + ("→" if line.axis == "right" else ""), line.color))
         if with_marks:
             entries += [("┃", label, color) for label, color in marks.items()]
         for i, (swatch, label, color) in enumerate(entries):
@@ -274,7 +276,10 @@ class RunPlot(PlotextPlot):
         ylims = {axis: (0.0, self._top(axis)) for axis in axes}
         plot_w, plot_h = max(10, width - 8), max(4, height - 5)
         for line in self._lines:
-            if len(line.xs):
+            if len(line.xs) and line.marker != "braille":
+                plt.scatter(list(line.xs), list(line.ys), marker=line.marker, color=line.color,
+                            yside=line.axis)
+            elif len(line.xs):
                 ylo, yhi = ylims[line.axis]
                 xs, ys = joined(np.asarray(line.xs, dtype=float), np.asarray(line.ys, dtype=float),
                                 (hi - lo) / (2 * plot_w), (yhi - ylo) / (4 * plot_h))

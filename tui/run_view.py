@@ -21,6 +21,7 @@ class RunView(Run):
         super().__init__(*args, **kwargs)
         self.cursor: int | None = None
         self.planned_policy = "off"  # what to show before the stream says anything
+        self.reference = None  # engine.analysis.logs.reference.Reference: a real log overlaid
 
     @property
     def events(self) -> list[Event]:

@@ -157,7 +157,7 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
         from engine.adapters.sim_executor import SimExecutor, eos_token_id
 
         executor_class = SimExecutor.configured(spec.num_gpu_blocks, spec.num_cpu_blocks,
-                                                spec.seed, spec.eos_prob)
+                                                spec.seed, spec.eos_prob, spec.lengths)
         stop_token_ids = [eos_token_id(config.model_config)]
         if spec.tokenizer:
             count_tokens = _local_tokenizer(spec.tokenizer)

@@ -18,7 +18,8 @@ the GPU executor. Its two jobs:
 Tokens are drawn from a seeded generator, so a sim run is a pure function of its spec. A real
 model ends some sequences early with EOS; the sim draws the model's EOS id with probability
 `eos_prob` per token (0 by default, as in the design that reproduced the seed: every sequence runs to max_tokens),
-otherwise a uniform token that is never EOS. Without a tokenizer vLLM 0.5 has no EOS id of its
+otherwise a uniform token that is never EOS. The spec's output-length model
+(engine/output_lengths.py) picks, per sequence, an output length at which it says EOS. Without a tokenizer vLLM 0.5 has no EOS id of its
 own, so the session passes it as `stop_token_ids`, which vLLM's StopChecker treats the same way.
 """
 
@@ -31,6 +32,7 @@ from engine.adapters.versions import family
 
 from engine.errors import ConfigError
 from engine.options import check_block_memory
+from engine.output_lengths import LengthSampler, OutputLengths
 
 _F = family()
 CompletionSequenceGroupOutput = _F.CompletionSequenceGroupOutput
@@ -61,14 +63,17 @@ class SimExecutor(_F.ExecutorBase):
     num_cpu_blocks_setting: int | None = None
     seed_setting: int = 0
     eos_prob_setting: float = 0.0
+    lengths_setting: OutputLengths = OutputLengths()
 
     @classmethod
     def configured(cls, num_gpu_blocks: int, num_cpu_blocks: int | None, seed: int,
-                   eos_prob: float) -> type["SimExecutor"]:
+                   eos_prob: float, lengths: OutputLengths = OutputLengths()
+                   ) -> type["SimExecutor"]:
         return type(cls.__name__, (cls,), {"num_gpu_blocks_setting": num_gpu_blocks,
                                            "num_cpu_blocks_setting": num_cpu_blocks,
                                            "seed_setting": seed,
-                                           "eos_prob_setting": eos_prob})
+                                           "eos_prob_setting": eos_prob,
+                                           "lengths_setting": lengths})
 
     def _init_executor(self) -> None:
         self._num_gpu_blocks = self.num_gpu_blocks_setting
@@ -77,6 +82,8 @@ class SimExecutor(_F.ExecutorBase):
         self._vocab = self.model_config.get_vocab_size()
         self._eos_prob = self.eos_prob_setting
         self.eos_token_id = eos_token_id(self.model_config)
+        sampler = LengthSampler(self.lengths_setting, self.seed_setting)
+        self._lengths = sampler if sampler.active else None
         self.steps_executed = 0
 
     def determine_num_available_blocks(self) -> Tuple[int, int]:
@@ -100,6 +107,7 @@ class SimExecutor(_F.ExecutorBase):
         rand = self._rng.randrange
         uniform = self._rng.random
         vocab, eos, eos_prob = self._vocab, self.eos_token_id, self._eos_prob
+        lengths = self._lengths
         outputs: list[CompletionSequenceGroupOutput] = []
         for meta in execute_model_req.seq_group_metadata_list:
             samples: list[SequenceOutput] = []
@@ -112,8 +120,12 @@ class SimExecutor(_F.ExecutorBase):
                         token = eos if uniform() < eos_prob else _not_eos(rand(vocab - 1), eos)
                         samples.append(SequenceOutput(parent_id, token, {token: _LOGPROB}))
                 else:
-                    for parent_id in meta.seq_data:
+                    for parent_id, data in meta.seq_data.items():
                         token = eos if uniform() < eos_prob else _not_eos(rand(vocab - 1), eos)
+                        if lengths is not None:  # this token is output number len + 1
+                            target = lengths.target(meta.request_id, parent_id)
+                            if target is not None and data.get_output_len() + 1 >= target:
+                                token = eos
                         samples.append(SequenceOutput(parent_id, token, {token: _LOGPROB}))
             outputs.append(CompletionSequenceGroupOutput(samples, None))
         self.steps_executed += 1

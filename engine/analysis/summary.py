@@ -15,9 +15,8 @@ from typing import Iterable
 import msgspec
 
 from engine.safe_text import safe
-
-from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged, Record,
-                            RunFinished, StepRecord)
+from engine.stream.records import (Arrivals, EngineAborted, Header, LogEvent, LogLine, LogWindow,
+                                   PolicyChanged, Record, RunFinished, StepRecord)
 
 
 class Summary(msgspec.Struct, kw_only=True):
@@ -65,6 +64,7 @@ class SummaryBuilder:
         self.end: RunFinished | None = None
         self.time_axis = "sim"
         self.exec_s = 0.0
+        self.log_abort: LogEvent | None = None
 
     def add(self, item: Header | Record) -> None:
         if isinstance(item, StepRecord):
@@ -94,16 +94,34 @@ class SummaryBuilder:
             self.sim_s, self.wall_s = item.sim_s, item.wall_s
         elif isinstance(item, Header):
             self.time_axis = item.time_axis
+        elif isinstance(item, (LogWindow, LogEvent)):
+            self._add_log(item)
         elif isinstance(item, (Arrivals, LogLine)):
             pass
 
+    def _add_log(self, item: LogWindow | LogEvent) -> None:
+        """A reference recording (an imported vLLM log): peaks from its stats lines, finished
+        requests from tqdm, the abort from the traceback. It has no steps, so step counts stay 0
+        and token totals stay 0 rather than being integrated from 5-s averages."""
+        if isinstance(item, LogWindow):
+            self.peak_gpu = max(self.peak_gpu, item.gpu_pct or 0.0)
+            self.peak_cpu = max(self.peak_cpu, item.cpu_pct or 0.0)
+            self.peak_swapped = max(self.peak_swapped, item.swapped or 0)
+        elif item.event == "progress" and item.finished is not None:
+            self.finished_requests = item.finished
+        elif item.event == "abort":
+            self.log_abort = item
+        if item.t_s is not None:
+            self.sim_s = max(self.sim_s, item.t_s)
+
     def result(self) -> Summary:
         abort = self.abort
+        log_abort = self.log_abort
         return Summary(
             steps=self.steps,
             finished_requests=self.finished_requests,
-            aborted=abort is not None,
-            abort_reason=abort.message if abort else None,
+            aborted=abort is not None or log_abort is not None,
+            abort_reason=abort.message if abort else log_abort.text if log_abort else None,
             abort_step=abort.step if abort else None,
             peak_gpu_kv_pct=round(self.peak_gpu, 2),
             peak_cpu_kv_pct=round(self.peak_cpu, 2),

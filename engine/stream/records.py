@@ -177,12 +177,60 @@ class ObserverError(msgspec.Struct, tag="observer_error", tag_field="kind", kw_o
     message: str  # its first line
 
 
+# ---- reference recordings: a real vLLM V0 log, imported (engine.analysis.logs) ----------------
+# A reference recording is a Header (backend "log"), LogWindow and LogEvent records, then
+# RunFinished. Nothing in it is invented: a field the log does not give is None.
+
+# A log line may come before the run's first step (negative t_s); rates and percentages are
+# bounded only against nonsense, since vLLM prints what it computed.
+LogSeconds = Annotated[float, msgspec.Meta(ge=-MAX_SECONDS, le=MAX_SECONDS)]
+Rate = Annotated[float, msgspec.Meta(ge=0.0, le=1e15)]
+
+
+class LogWindow(msgspec.Struct, tag="log_window", tag_field="kind", kw_only=True, gc=False):
+    """One V0 stats line (`Avg prompt throughput: ...`): vLLM's view of the last ~5 s.
+
+    `t_s` is seconds since the run's first step (see engine.analysis.logs.timeline for how it is
+    estimated); throughputs are vLLM's averages over the window that ends at `t_s`. A record cut
+    mid-field is `partial` and its cut fields are None, never a guess.
+    """
+
+    t_s: LogSeconds | None
+    clock: str | None  # the timestamp as the log wrote it
+    line: Count  # 1-based physical line where the record starts
+    prompt_tps: Rate | None
+    gen_tps: Rate | None
+    running: Count | None
+    swapped: Count | None
+    pending: Count | None
+    gpu_pct: Rate | None
+    cpu_pct: Rate | None
+    partial: bool = False
+    missing: list[str] = []  # the fields that were cut or absent
+
+
+class LogEvent(msgspec.Struct, tag="log_event", tag_field="kind", kw_only=True, gc=False):
+    """Something else the log said: "preemption", "progress" (tqdm), "config", "blocks",
+    "abort"."""
+
+    t_s: LogSeconds | None
+    line: Count
+    event: str
+    text: str  # the record, cleaned, cut to 300 characters
+    mode: str | None = None  # preemption: "SWAP" or "RECOMPUTE"
+    group: str | None = None  # preemption: the sequence group id
+    cumulative: Count | None = None  # preemption: total_num_cumulative_preemption
+    finished: Count | None = None  # progress: requests finished
+    total: Count | None = None  # progress: requests in all
+    values: dict[str, Any] = {}  # config / blocks: the fields read by key
+
+
 Record = Union[StepRecord, Arrivals, PolicyChanged, EngineAborted, LogLine, RunFinished,
-               ObserverError]
+               ObserverError, LogWindow, LogEvent]
 """Anything that can follow the header in a stream or recording."""
 
 RECORD_TYPES: tuple[type, ...] = (StepRecord, Arrivals, PolicyChanged, EngineAborted, LogLine,
-                                  RunFinished, ObserverError)
+                                  RunFinished, ObserverError, LogWindow, LogEvent)
 
 
 class DeviceInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

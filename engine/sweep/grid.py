@@ -28,6 +28,8 @@ NOT_GRIDDABLE = {
     "preset": "a preset is the base of the whole sweep: run one sweep per preset (--preset)",
     "toggles": "toggles are a list; give --toggle-at for every cell instead",
     "cost": "the cost model is a table; give --cost K=V,... for every cell instead",
+    "lengths": "the output-length model is a table; give --lengths K=V,... for every cell "
+               "instead",
 }
 
 

@@ -1,0 +1,146 @@
+"""`observatory import-log`: a vLLM V0 log in, a reference recording out.
+
+The reference recording is a Header (backend "log"), then LogWindow / LogEvent records in log
+order, then RunFinished. Its spec is what the log says about the engine (blocks, chunked
+prefill, model, seed) on top of the seed preset; `observatory fit` starts from it.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import engine
+from engine.analysis.logs.clean import logical_lines
+from engine.analysis.logs.events import Event, find_events
+from engine.analysis.logs.stats import StatsRecord, find_stats
+from engine.analysis.logs.timeline import Timeline, absolute
+from engine.errors import ConfigError
+from engine.spec import preset_spec
+from engine.stream.records import SCHEMA_VERSION, Header, LogEvent, LogWindow, RunFinished
+
+V1_REFUSAL = ("this is a vLLM V1 engine log (stats lines with `Waiting:` and no swap queue); "
+              "the observatory models the V0 scheduler, whose swap space this is about")
+
+
+@dataclass
+class ImportedLog:
+    header: Header
+    records: list[Any]  # LogWindow | LogEvent | RunFinished, in log order
+    windows: list[LogWindow] = field(default_factory=list)
+    partial: int = 0
+    aborted: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def _spec_from_log(events: list[Event]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """RunSpec overrides the log justifies, and everything it said about the engine."""
+    overrides: dict[str, Any] = {"backend": "gpu", "enable_chunked_prefill": False}
+    said: dict[str, Any] = {}
+    for event in events:
+        if event.event == "config":
+            said.update(event.values)
+            if event.values.get("model"):
+                overrides["model"] = event.values["model"]
+            if str(event.values.get("seed", "")).isdigit():
+                overrides["seed"] = int(event.values["seed"])
+            if "enable_chunked_prefill" in event.values:
+                overrides["enable_chunked_prefill"] = event.values["enable_chunked_prefill"] == "True"
+        elif event.event == "blocks":
+            said.update(event.values)
+            if "gpu_blocks" in event.values:
+                overrides["num_gpu_blocks"] = event.values["gpu_blocks"]
+                overrides["num_cpu_blocks"] = event.values["cpu_blocks"]
+        elif event.event == "chunked":
+            overrides["enable_chunked_prefill"] = True
+            said["chunked_prefill"] = True
+    return overrides, said
+
+
+def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
+    """Parse a log; raises ConfigError for a V1 log or one without any stats record."""
+    lines = logical_lines(data)
+    stats_all = find_stats(lines)
+    stats = [s for s in stats_all if not s.v1]
+    if not stats:
+        if any(s.v1 for s in stats_all):
+            raise ConfigError(f"{source}: {V1_REFUSAL}")
+        raise ConfigError(f"{source}: no vLLM stats records (`Avg prompt throughput: ...`) found; "
+                          f"start vLLM without --disable-log-stats (LLM(..., "
+                          f"disable_log_stats=False)) so it logs one every 5 s")
+    events = find_events(lines)
+    ordered: list[StatsRecord | Event] = sorted([*stats, *events], key=lambda x: (x.line, x.pos))
+    years = [x.stamp[0] for x in ordered if x.stamp and x.stamp[0]]
+    year = years[0] if years else 2000
+    first_abs = next((absolute(s.stamp, year) for s in stats if s.stamp), None)
+    timeline = Timeline([(absolute(x.stamp, year),
+                          x.elapsed_s if isinstance(x, Event) else None) for x in ordered],
+                        first_abs)
+
+    records: list[Any] = []
+    windows: list[LogWindow] = []
+    partial = 0
+    abort_seen = False
+    last_t: float | None = None
+    last_progress: Event | None = None
+    for item in ordered:
+        elapsed = item.elapsed_s if isinstance(item, Event) else None
+        t = timeline.at(absolute(item.stamp, year), elapsed)
+        if isinstance(item, StatsRecord):
+            v = item.values
+            window = LogWindow(t_s=t, clock=item.clock, line=item.line,
+                               prompt_tps=v["prompt_tps"], gen_tps=v["gen_tps"],
+                               running=v["running"], swapped=v["swapped"], pending=v["pending"],
+                               gpu_pct=v["gpu_pct"], cpu_pct=v["cpu_pct"],
+                               partial=item.partial, missing=item.missing)
+            partial += item.partial
+            windows.append(window)
+            records.append(window)
+        elif item.event == "abort":
+            if abort_seen:
+                continue
+            abort_seen = True
+            # The traceback has no clock: the abort is no earlier than the last thing before it
+            # and, with tqdm, at the bar's final elapsed time (fixed up below).
+            records.append(LogEvent(t_s=t if t is not None else last_t, line=item.line,
+                                    event="abort", text=item.text))
+        elif item.event == "chunked":
+            continue
+        else:
+            if item.event == "progress":
+                last_progress = item
+            records.append(LogEvent(t_s=t, line=item.line, event=item.event, text=item.text,
+                                    mode=item.values.get("mode"), group=item.values.get("group"),
+                                    cumulative=item.values.get("cumulative"),
+                                    finished=item.values.get("finished"),
+                                    total=item.values.get("total"),
+                                    values={k: v for k, v in item.values.items()
+                                            if item.event in ("config", "blocks")}))
+        if t is not None:
+            last_t = max(last_t, t) if last_t is not None else t
+    if abort_seen:
+        abort = next(r for r in records if isinstance(r, LogEvent) and r.event == "abort")
+        later = [r.t_s for r in records[records.index(abort):]
+                 if isinstance(r, LogEvent) and r.event == "progress" and r.t_s is not None]
+        if later:
+            abort.t_s = max(later)
+        if last_progress is not None:
+            abort.finished = last_progress.values.get("finished")
+    records.append(RunFinished(steps=0, reason="aborted" if abort_seen else "log_end",
+                               sim_s=last_t or 0.0, wall_s=0.0))
+
+    overrides, said = _spec_from_log(events)
+    spec = preset_spec("seed-5578", **overrides)
+    said.update({"source": source, "time_zero": timeline.method,
+                 "time_zero_uncertainty_s": timeline.uncertainty_s,
+                 "stats_records": len(stats), "partial_stats_records": partial})
+    header = Header(schema=SCHEMA_VERSION, observatory_version=engine.__version__,
+                    vllm_version=str(said.get("version", "?")).lstrip("v"), backend="log",
+                    model=spec.model_name, spec=spec.to_dict(), engine_config=said,
+                    started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    host=socket.gethostname())
+    warnings = [f"line {w.line}: stats record cut; missing {', '.join(w.missing)}"
+                for w in windows if w.partial]
+    return ImportedLog(header, records, windows, partial, abort_seen, warnings)

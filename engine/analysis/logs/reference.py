@@ -1,0 +1,60 @@
+"""A reference recording (a real log, imported) laid over a run's plots.
+
+The run's plots are over steps; the log is over time. Both count time from the first step (the
+log through its tqdm estimate, see timeline.py), so a log window at `t_s` lands on the first
+step whose simulated time reaches `t_s + offset_s`. The offset is for a log whose clock is
+known to be off, e.g. by a warm-up in its first window. Windows past the run's end are not
+drawn: the overlay never extends a run.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from engine.errors import ConfigError
+from engine.stream.records import LogWindow
+
+SERIES_FIELDS = {"gpu_pct": "gpu_pct", "cpu_pct": "cpu_pct", "running": "running",
+                 "swapped": "swapped", "waiting": "pending", "prompt_tps": "prompt_tps",
+                 "gen_tps": "gen_tps"}
+"""Run series name -> LogWindow field."""
+
+
+class Reference:
+    def __init__(self, windows: Sequence[LogWindow], name: str, offset_s: float = 0.0) -> None:
+        self.windows = [w for w in windows if w.t_s is not None]
+        self.name = name
+        self.offset_s = offset_s
+
+    @classmethod
+    def load(cls, path: str, offset_s: float = 0.0) -> "Reference":
+        from engine.stream.reader import display_name, load
+
+        recording = load(path)
+        windows = [item for item in recording.items if isinstance(item, LogWindow)]
+        if not windows:
+            raise ConfigError(f"{path}: not a reference recording (no stats windows); make one "
+                              f"from a vLLM log with `observatory import-log LOG -o REF`")
+        return cls(windows, display_name(path), offset_s)
+
+    def series(self, name: str, sim_s: Sequence[float], first_step: int, lo: int, hi: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of the log's `name` within steps lo..hi of a run whose steps have
+        simulated end times `sim_s` (first_step onwards)."""
+        field = SERIES_FIELDS[name]
+        times = np.asarray(sim_s, dtype=float)
+        xs, ys = [], []
+        for window in self.windows:
+            value = getattr(window, field)
+            if value is None:
+                continue
+            i = int(np.searchsorted(times, window.t_s + self.offset_s))
+            if i >= len(times):
+                break
+            step = first_step + i
+            if lo <= step <= hi:
+                xs.append(step)
+                ys.append(float(value))
+        return np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)

@@ -1,0 +1,96 @@
+"""The fit's pieces: the output-length model, the sim's vLLM-style windows, the error measure,
+and a short sim that ends sequences early (deterministically)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.analysis.logs.fit import Target, metric_errors, score
+from engine.analysis.logs.simrun import SimResult, rewindow, run_one
+from engine.analysis.logs.windows import sim_windows
+from engine.output_lengths import LengthSampler, OutputLengths
+from engine.spec import preset_spec
+
+import msgspec
+
+
+def _targets(model: OutputLengths, seed: int = 0, requests: int = 400, n: int = 8):
+    sampler = LengthSampler(model, seed)
+    return [[sampler.target(str(r), r * n + k) for k in range(n)] for r in range(requests)]
+
+
+def test_early_share_and_mean_are_what_was_asked() -> None:
+    rows = _targets(OutputLengths(early_share=0.3, request_corr=0.0, early_mean_tokens=100))
+    lengths = [t for row in rows for t in row if t is not None]
+    assert len(lengths) / (len(rows) * 8) == pytest.approx(0.3, abs=0.03)
+    assert sum(lengths) / len(lengths) == pytest.approx(101, rel=0.12)
+    assert min(lengths) >= 2
+
+
+def test_request_corr_makes_whole_requests_end_early() -> None:
+    rows = _targets(OutputLengths(early_share=0.3, request_corr=1.0, early_mean_tokens=100))
+    assert all(all(t is None for t in row) or all(t is not None for t in row) for row in rows)
+    share = sum(row[0] is not None for row in rows) / len(rows)
+    assert share == pytest.approx(0.3, abs=0.06)
+
+
+def test_lengths_are_a_function_of_seed_request_and_sequence() -> None:
+    model = OutputLengths(early_share=0.5, request_corr=0.3, early_mean_tokens=50)
+    assert _targets(model, seed=1) == _targets(model, seed=1)
+    assert _targets(model, seed=1) != _targets(model, seed=2)
+    # asking in another order gives the same answers
+    sampler = LengthSampler(model, 1)
+    backwards = {(r, k): sampler.target(str(r), r * 8 + k) for r in reversed(range(400))
+                 for k in range(8)}
+    assert [[backwards[(r, k)] for k in range(8)] for r in range(400)] == _targets(model, seed=1)
+
+
+def test_off_by_default() -> None:
+    assert not LengthSampler(OutputLengths(), 0).active
+
+
+def test_windows_close_like_vllms_stat_logger() -> None:
+    # steps every 0.9 s, 10 prompt and 100 generated tokens each
+    points = [(0.9 * (i + 1), 10, 100, 3, i, 50 - i, 40.0, 1.0 * i) for i in range(20)]
+    windows = sim_windows(points)
+    # first window: the first step with now - 0 > 5, i.e. step 6 at 5.4 s, 6 steps in it
+    assert windows[0].t_s == pytest.approx(5.4)
+    assert windows[0].gen_tps == pytest.approx(600 / 5.4, abs=0.05)
+    assert windows[0].swapped == 5 and windows[0].pending == 45
+    assert windows[1].t_s == pytest.approx(10.8)
+    shifted = sim_windows(points, warmup_s=2.0)  # the stats clock started 2 s before step 1
+    assert shifted[0].t_s == pytest.approx(3.6)
+    assert shifted[0].gen_tps == pytest.approx(400 / 5.6, abs=0.05)
+
+
+def test_a_sim_compared_with_its_own_windows_has_no_error() -> None:
+    points = [(0.02 * (i + 1), 5, 200, 30, i // 50, 900 - i // 10, 80.0, i / 30)
+              for i in range(2000)]
+    windows = sim_windows(points, 1.5)
+    result = SimResult(trace=points, windows=[], steps=2000, sim_s=40.0, aborted=True,
+                       abort_s=40.0, finished=12, peak_swapped=39, max_swapped_drop=0,
+                       running_p50=30, running_max=30)
+    target = Target(windows, abort_clock_s=41.5, finished_at_abort=12, warmup_guess_s=1.5,
+                    scales={name: 1.0 for name in ("prompt_tps", "gen_tps", "running",
+                                                   "swapped", "pending", "gpu_pct",
+                                                   "cpu_pct")})
+    errors = metric_errors(target, rewindow(result, 1.5), 1.5)
+    assert all(value == 0 for value in errors.values()) and score(target, errors) == 0
+    worse = metric_errors(target, rewindow(result, 0.5), 0.5)
+    assert score(target, worse) > 0
+
+
+def test_a_short_sim_ends_sequences_early_and_is_deterministic() -> None:
+    spec = preset_spec("demo", lengths=OutputLengths(early_share=0.6, request_corr=0.8,
+                                                     early_mean_tokens=20))
+    raw = run_one(msgspec.json.encode(spec), until_s=1e9)
+    result = msgspec.msgpack.decode(raw, type=SimResult)
+    assert result.error is None and result.finished > 0
+    plain = msgspec.msgpack.decode(run_one(msgspec.json.encode(preset_spec("demo")), 1e9),
+                                   type=SimResult)
+    # as released, the demo aborts with nothing finished; with early ends the swapped queue
+    # drains (swap-ins) and every request finishes
+    assert plain.aborted and plain.finished == 0
+    assert not result.aborted and result.finished == spec.requests
+    assert result.max_swapped_drop > 0
+    assert run_one(msgspec.json.encode(spec), until_s=1e9) == raw
