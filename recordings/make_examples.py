@@ -6,6 +6,10 @@ examples are whatever the current recorder writes: schema, Check lines and zstd 
     PYTHONPATH=. python recordings/make_examples.py            # all of them, ~1-2 min each
     PYTHONPATH=. python recordings/make_examples.py seed-5578-off --no-verify
 
+Each vLLM release makes its own: the five seed-5578 files come from 0.5.0.post1, and each
+other supported release makes `seed-5578-off-vllmNNN` in a venv of its extra
+(`pip install -e '.[vllmNNN,test]'`). A file verifies only under the release that made it.
+
 A file is written under a temporary name and renamed over the old one only after `run`
 ended as expected (exit 0, or 3 for the runs that abort) and `verify` passed, so a failed
 regeneration leaves the shipped file as it was.
@@ -21,8 +25,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
 
-EXAMPLES: dict[str, list[str]] = {
+DEFAULT_EXAMPLES: dict[str, list[str]] = {
     "seed-5578-off": ["--policy", "off"],
     "seed-5578-strict": ["--policy", "strict", "--max-steps", "1600"],
     "seed-5578-watermark": ["--policy", "watermark:0.5", "--max-steps", "1600"],
@@ -32,16 +37,26 @@ EXAMPLES: dict[str, list[str]] = {
 }
 
 
+def examples() -> dict[str, list[str]]:
+    """The examples the installed vLLM release makes (engine.adapters.versions)."""
+    from engine.adapters.versions import DEFAULT, require_supported
+
+    release = require_supported()
+    if release == DEFAULT:
+        return DEFAULT_EXAMPLES
+    return {f"seed-5578-off-{release.extra}": ["--policy", "off"]}
+
+
 def observatory(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True)
 
 
-def make(name: str, verify: bool) -> bool:
+def make(name: str, flags: list[str], verify: bool) -> bool:
     final = HERE / f"{name}.jsonl.zst"
     temp = HERE / f".{name}.new.jsonl.zst"
-    ran = observatory("run", "--preset", "seed-5578", *EXAMPLES[name], "--record", str(temp))
+    ran = observatory("run", "--preset", "seed-5578", *flags, "--record", str(temp))
     if ran.returncode not in (0, 3):
         print(f"{name}: run failed (exit {ran.returncode}): {ran.stderr.strip()[-400:]}")
         temp.unlink(missing_ok=True)
@@ -58,15 +73,22 @@ def make(name: str, verify: bool) -> bool:
 
 
 def main() -> int:
+    from engine.errors import ConfigError
+
+    try:
+        chosen = examples()
+    except ConfigError as exc:
+        print(f"make_examples: {exc}", file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", metavar="NAME",
-                        help=f"which ones (default all): {', '.join(EXAMPLES)}")
+                        help=f"which ones (default all): {', '.join(chosen)}")
     parser.add_argument("--no-verify", action="store_true", help="skip `verify`")
     args = parser.parse_args()
-    unknown = sorted(set(args.names) - set(EXAMPLES))
+    unknown = sorted(set(args.names) - set(chosen))
     if unknown:
-        parser.error(f"unknown example(s) {', '.join(unknown)}: use {', '.join(EXAMPLES)}")
-    ok = [make(name, not args.no_verify) for name in (args.names or EXAMPLES)]
+        parser.error(f"unknown example(s) {', '.join(unknown)}: use {', '.join(chosen)}")
+    ok = [make(name, chosen[name], not args.no_verify) for name in (args.names or chosen)]
     return 0 if all(ok) else 1
 
 

@@ -27,6 +27,7 @@ from engine.session import Session
 from engine.spec import preset_spec
 from engine.stream.records import (SCHEMA_VERSION, Arrivals, DeviceInfo, Header, StepRecord,
                                    decode_record, encode)
+from engine.stream.recorder import Recorder
 from engine.stream.run import Run
 from engine.timeaxis import GPU, SIM, axis_of
 
@@ -475,7 +476,10 @@ async def test_a_gpu_recording_replays_on_its_measured_axis(tmp_path, demo_run):
     header = msgspec.structs.replace(items[0], backend="gpu", time_axis="gpu",
                                      device=DeviceInfo(name="NVIDIA Test"))
     path = tmp_path / "gpu.jsonl"
-    path.write_bytes(b"\n".join(encode(i) for i in [header, *items[1:]]) + b"\n")
+    recorder = Recorder(path, header, background_flush=False)
+    for item in items[1:]:
+        recorder.write(item)
+    recorder.close()
     app = replay_app([str(path)], autoplay=False)
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.press("end")
