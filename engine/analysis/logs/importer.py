@@ -140,7 +140,8 @@ def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
                     vllm_version=str(said.get("version", "?")).lstrip("v"), backend="log",
                     model=spec.model_name, spec=spec.to_dict(), engine_config=said,
                     started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    host=socket.gethostname())
+                    host=socket.gethostname(),
+                    time_axis="gpu")  # the log's clock: wall seconds on the GPU host
     warnings = [f"line {w.line}: stats record cut; missing {', '.join(w.missing)}"
                 for w in windows if w.partial]
     return ImportedLog(header, records, windows, partial, abort_seen, warnings)
