@@ -3,11 +3,17 @@ and a short sim that ends sequences early (deterministically)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from engine.analysis.logs.fit import Target, metric_errors, score
 from engine.analysis.logs.simrun import SimResult, rewindow, run_one
 from engine.analysis.logs.windows import sim_windows
+from engine.costmodel import CostModel
+from engine.options import load_config
 from engine.output_lengths import LengthSampler, OutputLengths
 from engine.spec import preset_spec
 
@@ -94,3 +100,33 @@ def test_a_short_sim_ends_sequences_early_and_is_deterministic() -> None:
     assert not result.aborted and result.finished == spec.requests
     assert result.max_swapped_drop > 0
     assert run_one(msgspec.json.encode(spec), until_s=1e9) == raw
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "logs" / "v0-metrics.log"
+
+
+def _fit(*flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "engine.cli", "fit", str(FIXTURE), "--rounds",
+                           "0", "--workers", "1", "--preset", "demo", *flags],
+                          cwd=Path(__file__).parent.parent, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_fit_writes_a_config_that_run_takes(tmp_path) -> None:
+    out = tmp_path / "fitted.toml"
+    done = _fit("--max-tokens", "64", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "score" in done.stdout and "before:" in done.stdout
+    fields = load_config(str(out))  # the same checks `run --config` applies
+    assert fields["max_tokens"] == 64 and fields["enable_chunked_prefill"] is True
+    assert set(fields["cost"].__struct_fields__) == set(CostModel.__struct_fields__)
+    assert isinstance(fields["lengths"], OutputLengths)
+
+
+def test_fit_of_a_workload_vllm_refuses_is_one_line_and_writes_nothing(tmp_path) -> None:
+    out = tmp_path / "fitted.toml"
+    done = _fit("--no-chunked-prefill", "-o", str(out))  # demo's 512-token budget < 2048
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].startswith("observatory: error: the sim of this "
+                                                   "workload did not start (vLLM rejected")
+    assert "Traceback" not in done.stderr and not out.exists()

@@ -49,7 +49,7 @@ def _base_spec(args: argparse.Namespace, log: Any):
     if ("cpu_blocks" in engine_config and args.num_cpu_blocks is None
             and args.swap_space_gib is None):
         updates["num_cpu_blocks"] = said["num_cpu_blocks"]
-    if engine_config.get("chunked_prefill") and not args.no_chunked_prefill:
+    if engine_config.get("chunked_prefill") and args.enable_chunked_prefill is None:
         updates["enable_chunked_prefill"] = True
     return msgspec.structs.replace(spec, **updates).validated()
 
@@ -125,6 +125,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
                                  prior=prior)
     finally:
         runner.close()
+    if before.result.error and best.result.error:
+        raise ConfigError(f"the sim of this workload did not start ({best.result.error}): "
+                          f"fix the run flags and fit again")
     fitted = apply_params(base, best.values)
     sys.stdout.write(f"{sims} sims. Error per metric (mean absolute, in the metric's units; "
                      f"abort_s on the stats clock):\n{error_table(before, best)}\n")

@@ -42,6 +42,13 @@ def _drop(series: Sequence[int]) -> int:
     return best
 
 
+def _one_line(exc: Exception) -> str:
+    from engine.errors import ConfigError
+
+    text = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+    return (text.splitlines() or [""])[0][:300]
+
+
 def run_one(spec_json: bytes, until_s: float) -> bytes:
     from engine import logs
     from engine.session import Session
@@ -57,7 +64,7 @@ def run_one(spec_json: bytes, until_s: float) -> bytes:
         return msgspec.msgpack.encode(SimResult(trace=[], windows=[], steps=0, sim_s=0.0, aborted=False,
                                                 abort_s=None, finished=0, peak_swapped=0,
                                                 max_swapped_drop=0, running_p50=0.0,
-                                                running_max=0, error=repr(exc)[:200]))
+                                                running_max=0, error=_one_line(exc)))
     stopping = [False]
 
     def sink(item: object) -> None:
