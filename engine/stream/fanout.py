@@ -81,8 +81,8 @@ class Fanout:
                 self._push_locked(client, line)
 
     def _push_locked(self, client: ClientQueue, line: bytes) -> None:
-        if client.cut is not None:
-            return
+        if client.cut is not None or client.closing:
+            return  # a closing client's last line (a Closing) stays its last
         if client.live_bytes > self.max_backlog_bytes:
             self._cut_locked(client, f"it fell {_size(client.live_bytes)} behind the engine")
             return
