@@ -46,10 +46,9 @@ def _settle(freeze: bool) -> None:
         gc.freeze()
 
 
-def bare_steps_per_s(spec, steps: int, freeze: bool = False,
-                     cpu_us: list[float] | None = None) -> float:
-    """The unobserved engine: build, add the workload, call step() in a loop. `cpu_us` gets
-    the looping thread's CPU microseconds per step."""
+def bare_engine(spec):
+    """vLLM's engine for `spec` with the workload added and its first step run (outside any
+    timing), driven by nothing of the observatory's: as vLLM's own examples drive it."""
     from vllm import SamplingParams
 
     built = build_engine(spec)
@@ -61,7 +60,15 @@ def bare_steps_per_s(spec, steps: int, freeze: bool = False,
         last = max(request.arrival_s, last + 1e-6)
         engine.add_request(request.request_id, {"prompt_token_ids": request.prompt_token_ids},
                            params, arrival_time=last)
-    engine.step()  # first step outside the timing on both sides
+    engine.step()
+    return engine
+
+
+def bare_steps_per_s(spec, steps: int, freeze: bool = False,
+                     cpu_us: list[float] | None = None) -> float:
+    """The unobserved engine: build, add the workload, call step() in a loop. `cpu_us` gets
+    the looping thread's CPU microseconds per step."""
+    engine = bare_engine(spec)
     _settle(freeze)
     start, cpu_start = time.perf_counter(), time.thread_time()
     for _ in range(steps):

@@ -26,11 +26,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine.adapters import exec_timing  # noqa: E402
-from engine.adapters.build import build_engine, cuda_available  # noqa: E402
+from engine.adapters.build import cuda_available  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402
-from engine.workload import Workload  # noqa: E402
+from bench_engine import bare_engine  # noqa: E402
 
 CALLS = 200_000
 
@@ -54,19 +55,8 @@ def per_call_ns(timed: bool, synchronize=None) -> float:
 def engine_steps_per_s(spec, steps: int, timed: bool, cpu_us: list[float]) -> float:
     """The bare vLLM loop on the sim engine, with or without the timer on its executor.
     Appends the thread's CPU microseconds per step to `cpu_us`."""
-    from vllm import SamplingParams
-
-    built = build_engine(spec)
-    engine = built.engine
+    engine = bare_engine(spec)
     timer = exec_timing.attach(engine, "sim") if timed else None
-    params = SamplingParams(n=spec.n, max_tokens=spec.max_tokens,
-                            stop_token_ids=built.stop_token_ids)
-    last = -1.0
-    for request in Workload(spec, built.max_model_len).initial():
-        last = max(request.arrival_s, last + 1e-6)
-        engine.add_request(request.request_id, {"prompt_token_ids": request.prompt_token_ids},
-                           params, arrival_time=last)
-    engine.step()
     gc.collect()
     gc.freeze()  # the GC's full collections would drown a 1% effect (see bench_engine.py)
     start, cpu_start = time.perf_counter(), time.thread_time()

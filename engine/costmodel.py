@@ -21,8 +21,7 @@ from typing import Annotated
 
 import msgspec
 
-from engine.errors import ConfigError
-from engine.options import Setting, check_struct, lookup, parse_text
+from engine.options import Setting, check_struct, parse_items
 
 # A coefficient is seconds per unit: above a minute per token or per step is no GPU at all.
 MAX_SECONDS = 60.0
@@ -51,15 +50,4 @@ class CostModel(msgspec.Struct, frozen=True, kw_only=True):
     def parse(cls, text: str) -> "CostModel":
         """'base_s=0.004,per_decode_seq_s=2e-5' -> CostModel; unknown keys are an error, as
         they are under `[cost]` in a --config file (the same declarations check both)."""
-        values: dict[str, float] = {}
-        for item in filter(None, (part.strip() for part in text.split(","))):
-            key, sep, raw = item.partition("=")
-            try:
-                option = lookup(key, cls) if sep else None
-            except KeyError:
-                option = None
-            if option is None:
-                raise ConfigError(f"bad --cost item {item!r}: use KEY=SECONDS with KEY one of "
-                                  f"{', '.join(cls.__struct_fields__)}")
-            values[option.name] = parse_text(option, raw, f"--cost {option.name}")
-        return cls(**values)
+        return parse_items(cls, text, "--cost", "SECONDS")

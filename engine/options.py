@@ -225,6 +225,23 @@ def parse_setting(name: str, text: str, where: str | None = None) -> Any:
     return parse_text(option, text, where or option.flag)
 
 
+def parse_items(cls: type, text: str, flag: str, unit: str) -> Any:
+    """A table-valued flag, `--cost base_s=0.004,per_decode_seq_s=2e-5`, as a `cls` Struct:
+    every key one of its declared fields, every value checked as `--config` checks it."""
+    values: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, raw = item.partition("=")
+        try:
+            option = lookup(key, cls) if sep else None
+        except KeyError:
+            option = None
+        if option is None:
+            raise ConfigError(f"bad {flag} item {item!r}: use KEY={unit} with KEY one of "
+                              f"{', '.join(cls.__struct_fields__)}")
+        values[option.name] = parse_text(option, raw, f"{flag} {option.name}")
+    return cls(**values)
+
+
 def check_struct(obj: Any, where: Callable[[Option], str] | None = None) -> None:
     """Every declared field of `obj` within its bounds (specs built in code, headers)."""
     for option in options(type(obj)).values():

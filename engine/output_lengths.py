@@ -24,8 +24,7 @@ from typing import Annotated
 
 import msgspec
 
-from engine.errors import ConfigError
-from engine.options import Setting, check_struct, lookup, parse_text
+from engine.options import Setting, parse_items
 
 
 class OutputLengths(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,25 +35,10 @@ class OutputLengths(msgspec.Struct, frozen=True, kw_only=True):
     early_mean_tokens: Annotated[float, Setting(
         "mean output tokens of a sequence that ends early", lo=1, hi=10_000_000)] = 200.0
 
-    def validate(self) -> None:
-        """Every field finite and within its declared bounds (engine.options)."""
-        check_struct(self, lambda option: f"lengths.{option.name}")
-
     @classmethod
     def parse(cls, text: str) -> "OutputLengths":
         """'early_share=0.3,request_corr=0.5' -> OutputLengths; unknown keys are an error."""
-        values: dict[str, float] = {}
-        for item in filter(None, (part.strip() for part in text.split(","))):
-            key, sep, raw = item.partition("=")
-            try:
-                option = lookup(key, cls) if sep else None
-            except KeyError:
-                option = None
-            if option is None:
-                raise ConfigError(f"bad --lengths item {item!r}: use KEY=VALUE with KEY one of "
-                                  f"{', '.join(cls.__struct_fields__)}")
-            values[option.name] = parse_text(option, raw, f"--lengths {option.name}")
-        return cls(**values)
+        return parse_items(cls, text, "--lengths", "VALUE")
 
 
 class LengthSampler:

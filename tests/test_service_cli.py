@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import zstandard
 
+from engine.stream.integrity import notes
 from engine.stream.reader import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,8 +25,10 @@ def observatory(*args: str, cwd: Path) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_stops_run_with_an_end_record(tmp_path, sig):
+    """SIGINT, SIGTERM and SIGHUP stop `run` at a step boundary (engine.host): the recording
+    has its end record and the recorder's final Check, so it loads as whole, not cut."""
     record = tmp_path / "run.jsonl.zst"
     process = observatory("run", "--preset", "demo", "--policy", "strict", "--requests", "4000",
                           "--record", str(record), cwd=tmp_path)
@@ -33,7 +37,7 @@ def test_a_signal_stops_run_with_an_end_record(tmp_path, sig):
             if line.startswith("step "):
                 break
         process.send_signal(sig)
-        out, err = process.communicate(timeout=30)
+        out, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
@@ -41,8 +45,13 @@ def test_a_signal_stops_run_with_an_end_record(tmp_path, sig):
     assert process.returncode == 128 + sig, err
     assert "Traceback" not in err
     recording = load(record)
+    assert not recording.truncated and notes(recording) == []
     assert recording.finished is not None and recording.finished.reason == "stopped"
     assert recording.finished.steps == recording.steps[-1].step + 1
+    text = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(
+        record.read_bytes())
+    last = text.splitlines()[-1]
+    assert last.startswith(b'{"kind":"check"') and b'"final":true' in last
     assert "end_reason             stopped" in out
 
 
