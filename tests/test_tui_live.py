@@ -68,7 +68,9 @@ async def test_f_shows_pending_at_once_then_the_engine_applies_it(tmp_path):
         assert "→ watermark:0.5…" in status_text(app)
         await wait_for(pilot, lambda: screen.view.policy_changes, "the policy change")
         await wait_for(pilot, lambda: screen.view.policy == "watermark:0.5", "a governed step")
-        assert "→ watermark:0.5…" not in status_text(app)
+        # the next frame (not necessarily this instant's) drops the pending mark
+        await wait_for(pilot, lambda: "→ watermark:0.5…" not in status_text(app),
+                       "the pending mark to go")
         pid = engine_pid(screen)
         await pilot.press("q")
     wait_for_exit(pid)
@@ -97,6 +99,8 @@ async def test_demo_off_aborts_with_banner_and_closed_recording(tmp_path):
         assert f"step {abort.step:,}" in text and f"swapped {abort.swapped} groups" in text
         assert f"({abort.cpu_pct:.1f}%)" in text
         assert "aborted" in status_text(app)
+        # the file is there, whole: the status says so rather than "not recording"
+        await wait_for(pilot, lambda: "✔ saved" in status_text(app), "the saved recording")
         visible = screen.query_one(EventLog).visible_texts()
         assert any("ABORTED" in t for t in visible), visible
         # everything stays on screen: the table still shows the last steps

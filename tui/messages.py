@@ -71,14 +71,20 @@ class EngineStateChanged(Message):
 class RecordingChanged(Message):
     """The engine process's recording: where, how big, and whether it failed."""
 
-    def __init__(self, path: str | None, size: int, error: str | None) -> None:
+    def __init__(self, path: str | None, size: int, error: str | None,
+                 closed: str | None = None) -> None:
         super().__init__()
         self.path = path
         self.size = size
         self.error = error
+        self.closed = closed  # the path of a recording that was just closed, whole
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, RecordingChanged) and message.error is None
+        # Textual drops the older of the two when this holds (message_pump: the queued one
+        # asks about the next); an error or a closed file is never coalesced away, whichever
+        # side it is on.
+        return (isinstance(message, RecordingChanged) and self.error is None
+                and self.closed is None and message.error is None and message.closed is None)
 
 
 class StreamEnded(Message):

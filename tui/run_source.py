@@ -185,7 +185,7 @@ def _service_message(item: Any, protocol: Any) -> Any:
     if isinstance(item, protocol.StateChanged):
         return EngineStateChanged(item.state)
     if isinstance(item, protocol.RecordingStatus):
-        return RecordingChanged(item.path, item.bytes, item.error)
+        return RecordingChanged(item.path, item.bytes, item.error, item.closed)
     if isinstance(item, (protocol.Welcome, protocol.Closing, protocol.Refused)):
         return _IGNORED
     return None

@@ -64,6 +64,7 @@ class Status:
     show_wall: bool = True  # replay hides wall-clock values
     recording: str | None = None  # path, or None when not recording
     recording_bytes: int = 0
+    saved_bytes: int | None = None  # the run is over and its recording was closed whole
     hint: str = ""  # e.g. "press f to switch the fix on"
     source: str | None = None  # replay: what is being replayed, shown instead of recording
     pending_policy: str | None = None  # asked for (key pressed), not applied by the engine yet
@@ -209,6 +210,10 @@ def key_numbers(view: RunView, status: Status, level: int) -> Text:
             if not bare_rec:
                 text.append(size if level < 2 else " " + size.replace(" ", "")
                             if level == 3 else " " + size)
+        elif status.saved_bytes is not None:  # over: say the file is there, not "no rec"
+            size = human_bytes(status.saved_bytes, compact=level > 0)
+            text.append(("✔ saved " + size) if level < 2 else "✔" + size.replace(" ", ""),
+                        "bold #98e024")
         else:
             text.append("○ not recording" if level < 2 else "○ no rec", "dim")
     return text
