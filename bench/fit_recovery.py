@@ -1,78 +1,65 @@
-"""Does `observatory fit` find parameters it can find? Make a "real" log from the sim itself with
-known parameters (its 5-s windows printed as vLLM prints them, plus the abort), start the fit
-from perturbed values, and print each fitted parameter against the truth.
+"""Does `observatory fit` find parameters it can find, at the seed's scale? Make a "real" log from
+the sim itself with known parameters (the `seed-5578-fitted` preset: its 5-s windows printed as
+vLLM prints them, plus the abort), start the fit well off, and print each fitted parameter
+against the truth (shares start 0.3-0.4 off, the rest 40-75 % off). tests/test_fit.py does
+the same on the demo preset, in CI.
 
-    python bench/fit_recovery.py [--rounds 2] [--workers 2]
+    python bench/fit_recovery.py [--rounds 2] [--workers 2] [--all]
 
-Prints one line per parameter (truth, start, fitted, error %) and the score before and after.
+By default the fit is free in the three output-length numbers and two cost coefficients (the
+others stay at the truth); --all frees every parameter, which shows what the windows cannot
+tell apart. Prints one line per parameter (truth, start, fitted, error %) and the scores.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 
 import msgspec
 
-from engine.analysis.logs.fit import PARAMS, Target, apply_params, fit, get_params
+from engine.analysis.logs.fit import PARAMS, Target, fit, get_params
 from engine.analysis.logs.importer import import_log
 from engine.analysis.logs.simrun import Runner, SimResult, run_one
-from engine.analysis.logs.windows import sim_windows
-from engine.costmodel import CostModel
-from engine.output_lengths import OutputLengths
+from engine.analysis.logs.synthetic import stats_log
 from engine.spec import preset_spec
 
-TRUTH = preset_spec("seed-5578", num_cpu_blocks=7281,
-                    lengths=OutputLengths(early_share=0.3, request_corr=0.3,
-                                          early_mean_tokens=150),
-                    cost=CostModel(base_s=0.008, per_decode_seq_s=4e-5))
-PERTURB = {"lengths.early_share": 0.45, "lengths.early_mean_tokens": 250.0,
-           "cost.base_s": 0.011, "cost.per_decode_seq_s": 3e-5}
-
-
-def clock(t: float) -> str:
-    seconds = 10 * 3600 + t
-    return f"06-16 {int(seconds // 3600):02d}:{int(seconds // 60 % 60):02d}:{seconds % 60:06.3f}"
-
-
-def log_text(result: SimResult) -> str:
-    lines = []
-    for w in sim_windows(result.trace):
-        lines.append(f"INFO {clock(w.t_s)} metrics.py:341] Avg prompt throughput: "
-                     f"{w.prompt_tps:.1f} tokens/s, Avg generation throughput: {w.gen_tps:.1f} "
-                     f"tokens/s, Running: {w.running} reqs, Swapped: {w.swapped} reqs, Pending: "
-                     f"{w.pending} reqs, GPU KV cache usage: {w.gpu_pct:.1f}%, CPU KV cache "
-                     f"usage: {w.cpu_pct:.1f}%.")
-    if result.aborted:
-        lines.append(f"ERROR {clock(result.abort_s)} llm_engine.py:1] RuntimeError: Aborted due "
-                     f"to the lack of CPU swap space.")
-    return "\n".join(lines) + "\n"
+TRUTH = preset_spec("seed-5578-fitted")
+WARMUP_S = 2.0
+PERTURB = {"lengths.early_share": 0.6, "lengths.request_corr": 0.4,
+           "lengths.early_mean_tokens": 3500.0, "cost.base_s": 0.013,
+           "cost.per_decode_seq_s": 1.3e-5}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--all", action="store_true", help="free every parameter")
     args = parser.parse_args()
-    truth_run = msgspec.msgpack.decode(run_one(msgspec.json.encode(TRUTH), 40.0),
+    started = time.monotonic()
+    truth_run = msgspec.msgpack.decode(run_one(msgspec.json.encode(TRUTH), 80.0),
                                        type=SimResult)
-    log = import_log(log_text(truth_run), "synthetic")
-    target = Target.from_log(log)
-    truth = get_params(TRUTH, 0.0)
+    target = Target.from_log(import_log(stats_log(truth_run, WARMUP_S), "synthetic"))
+    truth = get_params(TRUTH, WARMUP_S)
     start = {**truth, **PERTURB}
+    free = None if args.all else set(PERTURB)
     runner = Runner(args.workers)
     try:
-        before, best, sims = fit(target, TRUTH, start, runner, 40.0, args.rounds,
-                                 progress=print)
+        before, best, sims = fit(target, TRUTH, start, runner,
+                                 (truth_run.abort_s or truth_run.sim_s) + 5.0, args.rounds,
+                                 progress=print, free=free)
     finally:
         runner.close()
-    print(f"truth aborted at {truth_run.abort_s} s; {sims} sims; score {before.score:.3f} -> "
-          f"{best.score:.3f}")
+    print(f"truth: {len(target.windows)} windows, abort at {truth_run.abort_s:.1f} s; {sims} sims "
+          f"in {time.monotonic() - started:.0f} s; score {before.score:.3f} -> {best.score:.3f}")
     for param in PARAMS:
+        if free is not None and param.name not in free:
+            continue
         t, s, f = truth[param.name], start[param.name], best.values[param.name]
-        err = abs(f - t) / t * 100 if t else abs(f - t)
+        err = f"{abs(f - t) / t * 100:.1f} %" if t else f"{abs(f - t):.3g} (absolute)"
         print(f"{param.name:28s} truth {t:<10.4g} start {s:<10.4g} fitted {f:<10.4g} "
-              f"error {err:.0f}{'%' if t else ''}")
-    assert apply_params(TRUTH, best.values) is not None
+              f"error {err}")
 
 
 if __name__ == "__main__":

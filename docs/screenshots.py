@@ -2,7 +2,8 @@
 
 The live look (live mid-run, the abort, the fix draining the swapped queue) is drawn by the
 test harness (tests/screens_harness.py: the live screen's RunPanel fed a recording cut at a
-step), the A/B replay by `observatory replay A B` itself. Every picture is of a real run on the
+step), the A/B replay by `observatory replay A B` itself, and the calibrated runs against the
+seed's GPU log by `observatory replay RUN --reference REF`. Every picture is of a real run on the
 sim backend: the recordings in recordings/.
 
 Usage: python docs/screenshots.py   (writes docs/*.svg)
@@ -22,6 +23,10 @@ from screens_harness import (LATE, OFF, TOGGLED, live_status, panel_app,  # noqa
 from tui.launch import replay_app  # noqa: E402
 
 SIZE = (160, 48)
+RECORDINGS = ROOT / "recordings"
+REAL = RECORDINGS / "reference" / "seed-5578-gpu.jsonl.zst"
+FITTED_OFF = RECORDINGS / "seed-5578-fitted-off.jsonl.zst"
+FITTED_STRICT = RECORDINGS / "seed-5578-fitted-strict.jsonl.zst"
 FOOTER = "Everything stays on screen for inspection. R restarts the run, q quits."
 
 
@@ -46,6 +51,11 @@ async def main() -> None:
     await shoot(panel_app(drain, live_status(drain)), "fix-draining-swapped")
     await shoot(replay_app([str(OFF), str(TOGGLED)]), "ab-replay",
                 ("shift+right",) * 4)
+    await shoot(replay_app([str(FITTED_OFF)], autoplay=False, reference=str(REAL)),
+                "fitted-off-vs-real", ("end",))
+    # strict at the step where off aborted (46 s): the real log's windows all in view
+    await shoot(replay_app([str(FITTED_STRICT)], autoplay=False, reference=str(REAL)),
+                "fitted-strict-vs-real", ("g", *"2606", "enter"))
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ class RunSpec(msgspec.Struct, kw_only=True):
     """
 
     backend: Annotated[str, Setting("engine backend", choices=("sim", "gpu"))] = "sim"
-    preset: Annotated[str, Setting("workload preset: seed-5578 or demo",
+    preset: Annotated[str, Setting("workload preset: seed-5578, seed-5578-fitted or demo",
                                    metavar="NAME")] = "seed-5578"
     # None: opt-125m (sim: packaged config; gpu: facebook/opt-125m)
     model: Annotated[str | None, Setting(
@@ -178,6 +178,18 @@ PRESETS: dict[str, dict[str, Any]] = {
     # max_num_batched_tokens=4096, num_gpu_blocks_override=8192), default swap_space=4 GiB,
     # 10,000 prompts of "```python\n" + 1000 characters of scheduler.py, n=8, max_tokens=1000.
     "seed-5578": {"preemption_mode": "swap"},
+    # The same workload with the sim calibrated to the seed's own GPU log (`observatory fit
+    # ../shared/seed/vllm-issue-5578.txt --preset seed-5578 --rounds 2`, values rounded; the
+    # fit's output is docs/fit/seed-5578-fitted.toml): the sequences' output lengths and a cost
+    # model of that GPU. It aborts 46 s after the first step, as the log does, where the plain
+    # preset reproduces the mechanism in 805 steps.
+    "seed-5578-fitted": {
+        "preemption_mode": "swap",
+        "cost": {"base_s": 0.009, "per_prefill_step_s": 0.0056, "per_prefill_token_s": 1.86e-6,
+                 "per_decode_seq_s": 1.93e-5, "per_context_token_s": 3.52e-8,
+                 "per_swap_block_s": 2.98e-5},
+        "lengths": {"early_share": 1.0, "request_corr": 0.1, "early_mean_tokens": 2367.0},
+    },
     # The same mechanism shrunk so that `off` aborts within seconds on a laptop CPU and the
     # fixed policies finish every request.
     "demo": {

@@ -6,7 +6,8 @@ examples are whatever the current recorder writes: schema, Check lines and zstd 
     PYTHONPATH=. python recordings/make_examples.py            # all of them, ~1-2 min each
     PYTHONPATH=. python recordings/make_examples.py seed-5578-off --no-verify
 
-Each vLLM release makes its own: the five seed-5578 files come from 0.5.0.post1, and each
+Each vLLM release makes its own: the seven seed-5578 files (two of them on the preset fitted to
+the seed's GPU log) come from 0.5.0.post1, and each
 other supported release makes `seed-5578-off-vllmNNN` in a venv of its extra
 (`pip install -e '.[vllmNNN,test]'`). A file verifies only under the release that made it.
 
@@ -27,13 +28,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+SEED = ["--preset", "seed-5578"]
+FITTED = ["--preset", "seed-5578-fitted"]
 DEFAULT_EXAMPLES: dict[str, list[str]] = {
-    "seed-5578-off": ["--policy", "off"],
-    "seed-5578-strict": ["--policy", "strict", "--max-steps", "1600"],
-    "seed-5578-watermark": ["--policy", "watermark:0.5", "--max-steps", "1600"],
-    "seed-5578-off-then-strict": ["--policy", "off", "--toggle-at", "500:strict",
+    "seed-5578-off": [*SEED, "--policy", "off"],
+    "seed-5578-strict": [*SEED, "--policy", "strict", "--max-steps", "1600"],
+    "seed-5578-watermark": [*SEED, "--policy", "watermark:0.5", "--max-steps", "1600"],
+    "seed-5578-off-then-strict": [*SEED, "--policy", "off", "--toggle-at", "500:strict",
                                   "--max-steps", "1600"],
-    "seed-5578-off-then-strict-late": ["--policy", "off", "--toggle-at", "640:strict"],
+    "seed-5578-off-then-strict-late": [*SEED, "--policy", "off", "--toggle-at", "640:strict"],
+    # the sim calibrated to the seed's GPU log (engine/spec.py), and the fix on that very run
+    "seed-5578-fitted-off": [*FITTED, "--policy", "off"],
+    "seed-5578-fitted-strict": [*FITTED, "--policy", "strict", "--max-steps", "6000"],
 }
 
 
@@ -44,7 +50,7 @@ def examples() -> dict[str, list[str]]:
     release = require_supported()
     if release == DEFAULT:
         return DEFAULT_EXAMPLES
-    return {f"seed-5578-off-{release.extra}": ["--policy", "off"]}
+    return {f"seed-5578-off-{release.extra}": [*SEED, "--policy", "off"]}
 
 
 def observatory(*args: str) -> subprocess.CompletedProcess[str]:
@@ -56,7 +62,7 @@ def observatory(*args: str) -> subprocess.CompletedProcess[str]:
 def make(name: str, flags: list[str], verify: bool) -> bool:
     final = HERE / f"{name}.jsonl.zst"
     temp = HERE / f".{name}.new.jsonl.zst"
-    ran = observatory("run", "--preset", "seed-5578", *flags, "--record", str(temp))
+    ran = observatory("run", *flags, "--record", str(temp))
     if ran.returncode not in (0, 3):
         print(f"{name}: run failed (exit {ran.returncode}): {ran.stderr.strip()[-400:]}")
         temp.unlink(missing_ok=True)

@@ -73,7 +73,7 @@ def test_a_sim_compared_with_its_own_windows_has_no_error() -> None:
     points = [(0.02 * (i + 1), 5, 200, 30, i // 50, 900 - i // 10, 80.0, i / 30)
               for i in range(2000)]
     windows = sim_windows(points, 1.5)
-    result = SimResult(trace=points, windows=[], steps=2000, sim_s=40.0, aborted=True,
+    result = SimResult(trace=points, costs=[], windows=[], steps=2000, sim_s=40.0, aborted=True,
                        abort_s=40.0, finished=12, peak_swapped=39, max_swapped_drop=0,
                        running_p50=30, running_max=30)
     target = Target(windows, abort_clock_s=41.5, finished_at_abort=12, warmup_guess_s=1.5,
@@ -130,3 +130,62 @@ def test_fit_of_a_workload_vllm_refuses_is_one_line_and_writes_nothing(tmp_path)
     assert done.stderr.splitlines()[-1].startswith("observatory: error: the sim of this "
                                                    "workload did not start (vLLM rejected")
     assert "Traceback" not in done.stderr and not out.exists()
+
+
+# ---- the search ---------------------------------------------------------------------------------
+
+def test_simplex_follows_a_ridge_that_coordinate_steps_cannot() -> None:
+    """A narrow valley along x = y: one-parameter moves from (3, 0) stall, the simplex does not."""
+    from engine.analysis.logs.simplex import minimize
+
+    def valley(points):
+        return [(x - y) ** 2 * 100 + (x + y - 2) ** 2 for x, y in points]
+
+    point, value, evals = minimize(valley, (3.0, 0.0), max_evals=400, tol=1e-4)
+    assert point == pytest.approx((1.0, 1.0), abs=0.01) and value < 1e-3
+    assert evals <= 400
+
+
+def test_retiming_a_run_equals_running_it_on_that_clock() -> None:
+    """Every request arrives at t=0, so a run re-timed for another cost model (swap and
+    eager-prefill terms included) is that cost model's run, step for step."""
+    from engine.analysis.logs.retime import retime
+
+    lengths = OutputLengths(early_share=0.4, request_corr=0.5, early_mean_tokens=40)
+    slow = CostModel(base_s=0.03, per_prefill_step_s=0.01, per_swap_block_s=2e-4)
+    runs = [msgspec.msgpack.decode(run_one(msgspec.json.encode(preset_spec(
+        "demo", lengths=lengths, cost=cost)), until_s=1e9), type=SimResult)
+        for cost in (CostModel(), slow)]
+    retimed = retime(runs[0], slow)
+    assert sum(c[2] for c in runs[1].costs) > 0  # the run swapped: the swap term counted
+    assert [p[0] for p in retimed.trace] == pytest.approx([p[0] for p in runs[1].trace])
+    assert retimed.running_p50 == runs[1].running_p50
+    assert rewindow(retimed, 0.5).windows == rewindow(runs[1], 0.5).windows
+
+
+def test_fit_recovers_the_parameters_of_a_log_the_sim_made() -> None:
+    """The demo's stats lines (9 windows, printed as vLLM 0.5 prints them) from known output
+    lengths and cost; the fit starts 30-50 % off and must land within 10 % of each."""
+    from engine.analysis.logs.fit import Target, fit, get_params
+    from engine.analysis.logs.importer import import_log
+    from engine.analysis.logs.simrun import Runner
+    from engine.analysis.logs.synthetic import stats_log
+
+    truth_spec = preset_spec("demo", lengths=OutputLengths(early_share=0.5, request_corr=0.5,
+                                                           early_mean_tokens=60),
+                             cost=CostModel(base_s=0.02, per_decode_seq_s=1e-3))
+    run = msgspec.msgpack.decode(run_one(msgspec.json.encode(truth_spec), 1e9), type=SimResult)
+    target = Target.from_log(import_log(stats_log(run, warmup_s=1.0), "synthetic"))
+    assert len(target.windows) >= 4
+    truth = get_params(truth_spec, 1.0)
+    off = {"lengths.early_share": 0.35, "lengths.early_mean_tokens": 90.0,
+           "cost.base_s": 0.03, "cost.per_decode_seq_s": 6e-4}
+    runner = Runner(1)
+    try:
+        before, best, _ = fit(target, truth_spec, {**truth, **off}, runner, run.sim_s + 5,
+                              rounds=2, free=set(off))
+    finally:
+        runner.close()
+    assert best.score < before.score / 10
+    for name in off:
+        assert best.values[name] == pytest.approx(truth[name], rel=0.10), name

@@ -264,6 +264,38 @@ def test_verify_names_the_first_changed_step(demo_off: tuple[Path, list[Any]],
     assert b"step 57: field swapped differs" in cli.stdout
 
 
+def test_verify_checks_swapped_blocks_unless_the_file_predates_them(
+        demo_off: tuple[Path, list[Any]], tmp_path: Path) -> None:
+    """A step's swap_blocks (what the cost model's swap term charges) is a decision like any
+    other; a recording written before steps carried it (every value 0 although it swapped) is
+    verified on the rest."""
+    from engine.analysis.verify import verify_file
+
+    path, items = demo_off
+    swapping = next(i.step for i in items if isinstance(i, StepRecord) and i.swap_blocks)
+
+    def rewritten(name: str, change) -> Path:
+        lines = []
+        for line in path.read_bytes().splitlines():
+            if line.startswith(b'{"kind":"step",'):
+                data = json.loads(line)
+                change(data)
+                line = json.dumps(data).encode()
+            lines.append(line)
+        out = tmp_path / name
+        write_lines(out, reseal(lines))
+        return out
+
+    def bump(data: dict) -> None:
+        if data["step"] == swapping:
+            data["swap_blocks"] += 1
+
+    result = verify_file(str(rewritten("bumped.jsonl", bump)))
+    assert (result.ok, result.diff_step, result.diff_field) == (False, swapping, "swap_blocks")
+    old = rewritten("old.jsonl", lambda data: data.pop("swap_blocks"))
+    assert verify_file(str(old)).ok
+
+
 def test_verify_refuses_gpu_and_mid_run_recordings(tmp_path: Path) -> None:
     from engine.analysis.verify import verify_file
 

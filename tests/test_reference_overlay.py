@@ -62,3 +62,22 @@ async def test_replay_draws_the_real_log_as_labelled_dots(reference) -> None:
         assert "swap (real log)" in plot.legend(200).plain
         kv = screen.query_one("#plot-kv", RunPlot)
         assert any("real log" in line.label and len(line.xs) for line in kv._lines)
+
+
+def test_a_narrow_legend_folds_the_real_series_into_one_entry() -> None:
+    """At 80 columns a plot is ~26 cells wide: "•GPU·real •CPU·real" cannot fit beside the
+    run's own entries, so one "• real" entry says what the dots are, and nothing is cut."""
+    import numpy as np
+
+    from tui import palette
+    from tui.run_plot import Line, legend_text
+
+    xs = np.arange(3.0)
+    lines = [Line("GPU", xs, xs, palette.GPU_KV), Line("CPU", xs, xs, palette.CPU_KV),
+             Line("GPU (real log)", xs, xs, palette.GPU_KV, short="GPU·real", marker="•"),
+             Line("CPU (real log)", xs, xs, palette.CPU_KV, short="CPU·real", marker="•")]
+    wide = legend_text("KV cache %", "KV%", lines, [], 200).plain
+    assert "GPU (real log)" in wide and "CPU (real log)" in wide
+    narrow = legend_text("KV cache %", "KV%", lines, [], 26)
+    assert narrow.cell_len <= 26
+    assert narrow.plain.split() == ["━GPU", "━CPU", "•real"]

@@ -246,3 +246,38 @@ async def test_restart_after_an_abort_records_under_the_policy_it_runs(tmp_path,
     new = load(tmp_path / screen.recordings[1])
     assert new.header.spec["policy"] == "watermark:0.5"
     assert new.finished is not None and new.finished.reason in ("stopped", "completed")
+
+
+async def test_live_draws_a_reference_over_every_run(tmp_path):
+    """`live --reference REF`: the real log's dots on the live plots, and again after a restart."""
+    import msgspec
+
+    from engine.analysis.logs.simrun import SimResult, run_one
+    from engine.analysis.logs.synthetic import stats_log
+    from engine.cli import main
+    from engine.costmodel import CostModel
+    from tui.run_plot import RunPlot
+
+    # a "real" log: the demo on a slow clock, so that its 211 steps span two 5-s windows
+    spec = preset_spec("demo", policy="off", cost=CostModel(base_s=0.05)).validated()
+    run = msgspec.msgpack.decode(run_one(msgspec.json.encode(spec), 1e9), type=SimResult)
+    log = tmp_path / "real.log"
+    log.write_text(stats_log(run))
+    ref = tmp_path / "ref.jsonl.zst"
+    assert main(["import-log", str(log), "-o", str(ref)]) == 0
+
+    def real_dots(screen) -> int:
+        plot = screen.query_one("#plot-queues", RunPlot)
+        return sum(len(line.xs) for line in plot._lines if "real log" in line.label)
+
+    app = live_app(spec, None, reference=str(ref))
+    async with app.run_test(size=SIZE) as pilot:
+        screen: LiveScreen = app.main_screen  # type: ignore[assignment]
+        await wait_for(pilot, lambda: screen.over, "the end of the run")
+        await wait_for(pilot, lambda: real_dots(screen) > 0, "the reference's dots")
+        first_source = screen.source
+        await pilot.press("R")
+        await wait_for(pilot, lambda: screen.source is not first_source and screen.over,
+                       "the restarted run's end")
+        await wait_for(pilot, lambda: real_dots(screen) > 0, "the dots after the restart")
+        await pilot.press("q")

@@ -35,11 +35,23 @@ def cmd_live(args: argparse.Namespace) -> int:
     from tui.launch import live
 
     need_terminal()
+    overlay = {"reference": args.reference, "reference_offset": args.reference_offset}
     if args.connect:
-        return live(None, window=args.window, connect=(args.connect, read_token(args)))
+        return live(None, window=args.window, connect=(args.connect, read_token(args)),
+                    **overlay)
     spec = spec_from_args(args)
     record = None if args.no_record else (args.record or "auto")
-    return live(spec, record, window=args.window)  # refuses --record - itself
+    return live(spec, record, window=args.window, **overlay)  # refuses --record - itself
+
+
+def add_reference_flags(parser: argparse.ArgumentParser) -> None:
+    """--reference and its offset, the same for live and replay."""
+    parser.add_argument("--reference", metavar="REF",
+                        help="overlay a real run (from `observatory import-log`) on the plots")
+    parser.add_argument("--reference-offset", default=0.0, metavar="S",
+                        type=bounded(float, -86_400, 86_400, "--reference-offset"),
+                        help="shift the reference by S seconds (e.g. a warm-up in its first "
+                             "window)")
 
 
 def read_token(args: argparse.Namespace) -> str:
@@ -74,6 +86,7 @@ def build_full_parser() -> argparse.ArgumentParser:
     live.add_argument("--window", type=bounded(int, 10, MAX_WINDOW, "--window"),
                       default=DEFAULT_WINDOW,
                       help=f"steps shown in the live plots (default {DEFAULT_WINDOW})")
+    add_reference_flags(live)
     attach = live.add_argument_group("attach to a running `observatory serve`")
     attach.add_argument("--connect", metavar="HOST:PORT",
                         help="watch and steer a server's run instead of starting an engine")
@@ -85,11 +98,7 @@ def build_full_parser() -> argparse.ArgumentParser:
     replay.add_argument("--speed", type=float, default=1.0, help="steps per tick multiplier")
     replay.add_argument("--follow", action="store_true", help="keep reading a growing file")
     replay.add_argument("--lenient", action="store_true", help="skip corrupt lines")
-    replay.add_argument("--reference", metavar="REF",
-                        help="overlay a real run (from `observatory import-log`) on the plots")
-    replay.add_argument("--reference-offset", type=float, default=0.0, metavar="S",
-                        help="shift the reference by S seconds (e.g. a warm-up in its first "
-                             "window)")
+    add_reference_flags(replay)
     replay.set_defaults(func=cmd_replay)
     from tui.sweep_command import register as register_sweep_browse
 

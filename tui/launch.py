@@ -63,30 +63,45 @@ def remote_engine_source(address: str, token: str) -> "SourceFactory":
     return lambda _spec: EngineSource(lambda: connect(address, token, client="tui"))
 
 
+def _reference(path: str | None, offset_s: float):
+    """The real log to overlay (`--reference`), loaded before the app starts so that a bad file
+    is a one-line error, not a broken screen."""
+    if path is None:
+        return None
+    from engine.analysis.logs.reference import Reference
+
+    return Reference.load(path, offset_s)
+
+
 def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
-             connect: tuple[str, str] | None = None) -> ObservatoryApp:
+             connect: tuple[str, str] | None = None, reference: str | None = None,
+             reference_offset: float = 0.0) -> ObservatoryApp:
     """The live monitor on a local engine child running `spec`, or attached to a server
-    (`connect=(address, token)`, `spec` None). Raises ConfigError for bad arguments."""
+    (`connect=(address, token)`, `spec` None), with a real log overlaid if `reference` names
+    one. Raises ConfigError for bad arguments."""
     from tui.live_screen import LiveScreen
 
     if record == "-":
         raise ConfigError("live mode draws on the terminal, so it cannot record to stdout "
                           "(-): give a file path or --no-record")
+    ref = _reference(reference, reference_offset)
     if connect is not None:
         address, token = connect
         factory = remote_engine_source(address, token)
         return ObservatoryApp(lambda: LiveScreen(None, factory, window, restartable=False,
-                                                 title=address))
+                                                 title=address, reference=ref))
     assert spec is not None
     factory = local_engine_source(record)
-    return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window))
+    return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window, reference=ref))
 
 
 def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
-         connect: tuple[str, str] | None = None) -> int:
+         connect: tuple[str, str] | None = None, reference: str | None = None,
+         reference_offset: float = 0.0) -> int:
     """Run the live monitor; print the recordings the engine wrote when it closes."""
     try:
-        app = live_app(spec, record, window, connect=connect)
+        app = live_app(spec, record, window, connect=connect, reference=reference,
+                       reference_offset=reference_offset)
     except ConfigError as exc:
         return _fail(str(exc))
     code = app.run()
@@ -157,10 +172,7 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
         names = [_display_name(p) for p in paths]
         return ObservatoryApp(lambda: CompareScreen(views, names))
     view, notice = loaded[0]
-    if reference is not None:
-        from engine.analysis.logs.reference import Reference
-
-        view.reference = Reference.load(reference, reference_offset)
+    view.reference = _reference(reference, reference_offset)
     return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(paths[0]),
                                                speed=speed, autoplay=autoplay, notice=notice))
 

@@ -12,7 +12,7 @@ g) is replay of what has arrived; `end` follows the newest step again.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import msgspec
 from textual.binding import Binding
@@ -27,6 +27,9 @@ from tui.run_screen import NAVIGATION, RunScreen
 from tui.run_source import RunSource
 from tui.run_view import RunView
 from tui.status_bar import Status
+
+if TYPE_CHECKING:
+    from engine.analysis.logs.reference import Reference
 
 MIN_WINDOW, MAX_WINDOW = 10, 100_000
 HINT_OFF = "press f to switch the fix on"
@@ -57,8 +60,11 @@ class LiveScreen(RunScreen):
     PANEL_MODE = "live"
 
     def __init__(self, spec: RunSpec | None, open_source: SourceFactory, window: int = 2000,
-                 *, restartable: bool = True, title: str = "") -> None:
+                 *, restartable: bool = True, title: str = "",
+                 reference: "Reference | None" = None) -> None:
         super().__init__(RunView(), source=None, following=True, title=title)
+        self.reference = reference  # a real log drawn over every run of this screen
+        self.view.reference = reference
         self.spec = spec
         self.window = max(MIN_WINDOW, min(MAX_WINDOW, window))
         self.restartable = restartable
@@ -244,6 +250,7 @@ class LiveScreen(RunScreen):
         self.pending_policy = None
         self.recording, self.recording_bytes, self.saved_bytes = None, 0, None
         self.view = RunView()
+        self.view.reference = self.reference
         self.following = True
         self._plotted = None
         from tui.run_panel import RunPanel

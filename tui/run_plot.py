@@ -117,33 +117,48 @@ def step_label(value: float) -> str:
     return tick_label(value) if value >= 10_000 else f"{value:,.0f}"
 
 
+FOLDED_COLOR: RGB = (200, 200, 200)
+"""The swatch of the one "• real" entry that stands for every overlaid series in a narrow
+legend (each dot keeps its series' colour)."""
+
+
 def legend_text(title: str, short_title: str, lines: Sequence[Line],
                 markers: Sequence[Marker], width: int) -> Text:
     """The plot's title and what each colour means, shortened until it fits `width`.
 
     Drawn from the same colours as the lines and markers, so it cannot disagree with them. A
-    right-axis series is marked with "→".
+    right-axis series is marked with "→". When nothing else fits, the overlaid series (dots: a
+    real log) fold into one "• real" entry.
     """
     marks: dict[str, RGB] = {}
     for marker in sorted(markers, key=lambda m: MARKER_ORDER.get(m.label, len(MARKER_ORDER))):
         if marker.label and marker.label not in marks:
             marks[marker.label] = marker.color
     candidates = []
-    for name, sep, short, with_marks in ((title, "  ", False, True),
-                                         (short_title, " ", False, True),
-                                         (short_title, " ", True, True),
-                                         (short_title, " ", True, False),
-                                         ("", " ", True, True),
-                                         ("", " ", True, False)):
+    dotted = [line for line in lines if line.marker != "braille"]
+    for name, sep, short, with_marks, fold in ((title, "  ", False, True, False),
+                                               (short_title, " ", False, True, False),
+                                               (short_title, " ", True, True, False),
+                                               (short_title, " ", True, False, False),
+                                               ("", " ", True, True, False),
+                                               ("", " ", True, True, True),
+                                               ("", " ", True, False, False),
+                                               ("", " ", True, False, True)):
+        if fold and not dotted:
+            continue
         text = Text(no_wrap=True, overflow="crop")
         if name:
             text.append(name, TITLE_STYLE)
             text.append(sep)
         entries: list[tuple[str, str, RGB]] = []
         for line in lines:
+            if fold and line.marker != "braille":
+                continue  # the overlaid series: one entry below says what dots are
             label = (line.short or line.label) if short else line.label
             entries.append(("━" if line.marker == "braille" else line.marker,
                             label + ("→" if line.axis == "right" else ""), line.color))
+        if fold:
+            entries.append((dotted[0].marker, "real", FOLDED_COLOR))
         if with_marks:
             entries += [("┃", label, color) for label, color in marks.items()]
         for i, (swatch, label, color) in enumerate(entries):

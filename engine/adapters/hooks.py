@@ -213,6 +213,14 @@ def block_counts(scheduler: Any) -> tuple[int, int, int, int]:
             cpu_total - bm.get_num_free_cpu_blocks(), cpu_total)
 
 
+def swap_block_count(outputs: Any) -> int:
+    """KV blocks this step's SchedulerOutputs copies out to CPU plus those it copies back in
+    (lists of (src, dst) pairs in every supported release)."""
+    if outputs is None:
+        return 0
+    return len(outputs.blocks_to_swap_out) + len(outputs.blocks_to_swap_in)
+
+
 def running_seqs(scheduler: Any) -> int:
     running = family().SequenceStatus.RUNNING
     return sum(g.num_seqs(running) for g in scheduler.running)

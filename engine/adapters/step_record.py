@@ -48,7 +48,9 @@ def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostMode
 
     gpu_used, gpu_total, cpu_used, cpu_total = vllm_hooks.block_counts(scheduler)
     block_size = scheduler.cache_config.block_size
-    sim_step_s = cost.step_seconds(prompt_tokens, decode_seqs, gpu_used * block_size)
+    swap_blocks = vllm_hooks.swap_block_count(outputs)
+    sim_step_s = cost.step_seconds(prompt_tokens, decode_seqs, gpu_used * block_size,
+                                   swap_blocks)
     return StepRecord(
         step=step,
         wall_s=wall_s,
@@ -80,6 +82,7 @@ def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostMode
         held_back=capture.held_back,
         swapped_out_seqs=capture.swapped_out_seqs if fans_out else None,
         swapped_in_seqs=capture.swapped_in_seqs if fans_out else None,
+        swap_blocks=swap_blocks,
     )
 
 

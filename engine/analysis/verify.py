@@ -24,6 +24,14 @@ from engine.stream.records import Arrivals, EngineAborted, Header, PolicyChanged
 _IGNORED_FIELDS = frozenset({"wall_s", "exec_s"})  # measured: real time differs every run
 
 
+def predates_swap_blocks(steps: list[StepRecord]) -> bool:
+    """Whether the recording was written before steps carried `swap_blocks`: it swapped, yet
+    no step says a block moved (the field reads its default, 0). Its re-run is compared on
+    everything else."""
+    swapped = any(s.swapped_out or s.swapped_in for s in steps)
+    return swapped and not any(s.swap_blocks for s in steps)
+
+
 class VerifyResult(msgspec.Struct, kw_only=True):
     ok: bool
     message: str  # one line: what matched, or the first difference
@@ -32,9 +40,10 @@ class VerifyResult(msgspec.Struct, kw_only=True):
     diff_field: str | None = None
 
 
-def _first_diff(recorded: msgspec.Struct, rerun: msgspec.Struct) -> tuple[str, Any, Any] | None:
+def _first_diff(recorded: msgspec.Struct, rerun: msgspec.Struct,
+                ignored: frozenset[str] = _IGNORED_FIELDS) -> tuple[str, Any, Any] | None:
     for name in recorded.__struct_fields__:
-        if name in _IGNORED_FIELDS:
+        if name in ignored:
             continue
         a, b = getattr(recorded, name), getattr(rerun, name)
         if a != b:
@@ -109,6 +118,8 @@ class _Checker:
                 self.bursts.setdefault(arrivals.step, []).append(len(arrivals.request_ids))
         self.arrivals = recording.arrivals
         self.changes = recording.policy_changes
+        self.ignored = (_IGNORED_FIELDS | {"swap_blocks"} if predates_swap_blocks(recording.steps)
+                        else _IGNORED_FIELDS)
         self.n_arrivals = 0
         self.n_changes = 0
         self.steps = 0
@@ -155,7 +166,7 @@ class _Checker:
                 self.fail(n, None, f"step {n}: the re-run went on, the recording has "
                                    f"{len(recorded)} steps")
             return
-        diff = _first_diff(recorded[n], step)
+        diff = _first_diff(recorded[n], step, self.ignored)
         if diff is not None:
             field, a, b = diff
             self.fail(n, field, f"step {n}: field {field} differs: recorded {_short(a)}, "

@@ -87,6 +87,10 @@ class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=
     swapped_out_seqs: int | None = None
     swapped_in_seqs: int | None = None
 
+    # KV blocks copied GPU->CPU plus CPU->GPU this step (0 in recordings made before it was
+    # recorded): what the cost model's swap term charges, and what `fit` retimes a run with.
+    swap_blocks: Count = 0
+
     @property
     def gpu_pct(self) -> float:
         return 100.0 * self.gpu_used / self.gpu_total if self.gpu_total else 0.0

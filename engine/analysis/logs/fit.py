@@ -5,25 +5,36 @@ The objective compares window k of the sim with window k of the log for every me
 stats line, each error scaled by that metric's range in the log (so tokens/s and queue lengths
 weigh alike), plus the abort: when it happened on the stats clock and how many requests had
 finished by then. A sim that stops having windows (it aborted early) pays for every window it
-missed. The search is a coordinate search: each round tries every parameter one step up and one
-step down (the candidates of one parameter run in parallel), keeps any improvement, and halves
-the steps. It is slow but honest: every score is a real run of vLLM's scheduler.
+missed.
+
+The search has two levels, because only one kind of parameter changes what the scheduler does:
+- the output-length model decides which sequences end when, so each candidate is a real sim of
+  vLLM's scheduler (run in parallel, `Runner`); a Nelder-Mead simplex over its three numbers
+  (engine.analysis.logs.simplex), from the best of a few distinct starting shapes;
+- the cost model and the warm-up only say how long the steps took: for each length candidate
+  they are fitted by re-timing its one run (engine.analysis.logs.retime), which costs
+  milliseconds, not a sim. Coefficients that the windows cannot tell apart (a fixed cost per
+  step and a cost per sequence, at a batch that is always full) lean weakly towards the default
+  cost model instead of drifting.
+The fitted parameters are run once more as an ordinary sim, so the figures printed are a run's,
+not a re-timing's.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import msgspec
 
 from engine.analysis.logs.importer import ImportedLog
+from engine.analysis.logs.retime import finished_by, retime
+from engine.analysis.logs.simplex import minimize
 from engine.analysis.logs.simrun import Runner, SimResult, rewindow
 from engine.analysis.logs.timeline import STATS_INTERVAL_S
 from engine.analysis.logs.windows import METRICS
 from engine.costmodel import CostModel
-from engine.output_lengths import OutputLengths
 from engine.spec import RunSpec
 from engine.stream.records import LogEvent, LogWindow
 
@@ -66,16 +77,41 @@ class Param:
     step: float  # initial factor (log) or increment (linear)
 
 
-PARAMS: tuple[Param, ...] = (
+LENGTH_PARAMS: tuple[Param, ...] = (
     Param("lengths.early_share", 0.0, 1.0, False, 0.2),
     Param("lengths.request_corr", 0.0, 1.0, False, 0.25),
-    Param("lengths.early_mean_tokens", 2.0, 1000.0, True, 2.0),
-    Param("cost.base_s", 1e-4, 0.05, True, 1.6),
-    Param("cost.per_decode_seq_s", 1e-7, 1e-3, True, 1.6),
+    Param("lengths.early_mean_tokens", 2.0, 100_000.0, True, 2.0),
+)
+CLOCK_PARAMS: tuple[Param, ...] = (
+    Param("cost.base_s", 1e-4, 0.05, True, 2.0),
+    Param("cost.per_decode_seq_s", 1e-7, 1e-3, True, 2.0),
+    Param("cost.per_prefill_step_s", 1e-5, 0.5, True, 2.0),
     Param("cost.per_prefill_token_s", 1e-8, 1e-4, True, 2.0),
     Param("cost.per_context_token_s", 1e-10, 1e-6, True, 2.0),
+    Param("cost.per_swap_block_s", 1e-7, 1e-2, True, 2.0),
     Param("warmup_s", 0.0, STATS_INTERVAL_S, False, 1.0),
 )
+PARAMS = LENGTH_PARAMS + CLOCK_PARAMS
+
+LENGTH_STARTS: tuple[dict[str, float], ...] = (
+    {"lengths.early_share": 1.0, "lengths.request_corr": 0.0,
+     "lengths.early_mean_tokens": 2000.0},
+    {"lengths.early_share": 0.4, "lengths.request_corr": 0.5,
+     "lengths.early_mean_tokens": 300.0},
+    {"lengths.early_share": 0.2, "lengths.request_corr": 0.0,
+     "lengths.early_mean_tokens": 200.0},
+)
+"""Shapes the length search also starts from, when the spec has no output-length model of its
+own: every sequence may stop at any token (close to one EOS probability), whole requests that stop
+early, and a few short sequences. (From a spec whose sequences never end early, every neighbour
+aborts within seconds and the search has no slope.)"""
+
+CLOCK_PRIOR = CostModel(per_swap_block_s=3e-5, per_prefill_step_s=0.005)
+"""What the cost fit starts from and leans towards: the default cost model, plus about 30 µs
+per swapped block (one OPT-125m block is 590 kB, copied layer by layer over PCIe) and 5 ms for
+a batch that cannot replay a CUDA graph because it holds a prefill chunk."""
+PRIOR_WEIGHT = 0.02  # score added per squared decade a coefficient sits from CLOCK_PRIOR
+STOP_MARGIN = 1.5  # sims run this much past the log's end on their own clock, for re-timing
 
 
 def get_params(spec: RunSpec, warmup_s: float) -> dict[str, float]:
@@ -115,7 +151,9 @@ def metric_errors(target: Target, sim: SimResult, warmup_s: float) -> dict[str, 
         sim_clock = (sim.abort_s if sim.aborted else sim.sim_s) + warmup_s
         errors["abort_s"] = abs(sim_clock - target.abort_clock_s) + (0 if sim.aborted else 10.0)
     if target.finished_at_abort is not None:
-        errors["finished"] = float(abs(sim.finished - target.finished_at_abort))
+        done = sim.finished if sim.aborted or target.abort_clock_s is None else \
+            finished_by(sim, target.abort_clock_s - warmup_s)
+        errors["finished"] = float(abs(done - target.finished_at_abort))
     return errors
 
 
@@ -147,65 +185,152 @@ def _moved(param: Param, value: float, step: float, up: bool) -> float:
     return min(param.hi, max(param.lo, moved))
 
 
-PRIOR: dict[str, float] = {
-    "lengths.early_share": 0.2, "lengths.request_corr": 0.0, "lengths.early_mean_tokens": 200.0,
-    "cost.base_s": 0.008, "cost.per_decode_seq_s": 4e-5,
-}
-"""Where the search starts when the spec has no output-length model: some sequences end early
-and steps are a little slower than the default cost model's. (From the spec's own values, whose
-sequences never end early, every neighbour aborts within 16 s and the search has no slope.)"""
+def _cost(values: dict[str, float]) -> CostModel:
+    return CostModel(**{k[5:]: v for k, v in values.items() if k.startswith("cost.")})
+
+
+def _trial(target: Target, run: SimResult, values: dict[str, float]) -> Trial:
+    """`run` on the clock of `values`' cost model and warm-up, scored against the log."""
+    if run.error:
+        return Trial(dict(values), run, {}, math.inf)
+    timed = rewindow(retime(run, _cost(values)), values["warmup_s"])
+    errors = metric_errors(target, timed, values["warmup_s"])
+    return Trial(dict(values), timed, errors, score(target, errors))
+
+
+def _leaning(trial: Trial, params: Sequence[Param]) -> float:
+    """The score the clock search minimises: the fit's, plus a small pull of the coefficients
+    it moves (`params`) towards CLOCK_PRIOR."""
+    pull = 0.0
+    for param in params:
+        if param.log_scale:
+            prior = getattr(CLOCK_PRIOR, param.name[5:])
+            pull += math.log10(trial.values[param.name] / prior) ** 2
+    return trial.score + PRIOR_WEIGHT * pull
+
+
+def fit_clock(target: Target, run: SimResult, values: dict[str, float],
+              params: Sequence[Param] = CLOCK_PARAMS, restarts: int = 3) -> Trial:
+    """The cost model and warm-up that best time `run` against the log: a simplex over `params`
+    (a fixed cost per step and a cost per sequence trade off along a ridge), restarted from
+    its best point with a fresh simplex `restarts` times."""
+    values = {**values, **{p.name: min(p.hi, max(p.lo, values[p.name])) for p in params}}
+    best = _trial(target, run, values)
+    if run.error or not params:
+        return best
+
+    def batch(points: Sequence[tuple[float, ...]]) -> list[float]:
+        nonlocal best
+        scores = []
+        for point in points:
+            trial = _trial(target, run, {**best.values, **{p.name: _from_unit(p, u)
+                                                           for p, u in zip(params, point)}})
+            if _leaning(trial, params) < _leaning(best, params):
+                best = trial
+            scores.append(_leaning(trial, params))
+        return scores
+
+    for _ in range(restarts):
+        start = tuple(_to_unit(p, best.values[p.name]) for p in params)
+        minimize(batch, start, max_evals=60 * len(params), tol=0.01,
+                 first=_leaning(best, params))
+    return best
+
+
+def _to_unit(param: Param, value: float) -> float:
+    """The simplex's coordinate of `value`: one unit is one initial step of `param`."""
+    if param.log_scale:
+        return math.log(max(value, param.lo)) / math.log(param.step)
+    return value / param.step
+
+
+def _from_unit(param: Param, unit: float) -> float:
+    value = param.step ** unit if param.log_scale else unit * param.step
+    return min(param.hi, max(param.lo, value))
+
+
+def search_lengths(best: "Trial", params: Sequence[Param],
+                   evaluate: Callable[[Sequence[dict[str, float]], dict[str, float]], list["Trial"]],
+                   clock_of: Callable[[dict[str, float]], dict[str, float]], rounds: int,
+                   progress: Callable[[str], None]) -> "Trial":
+    """Nelder-Mead (engine.analysis.logs.simplex) over the output-length model from `best`,
+    every candidate's clock fitted from the best clock so far; at most 5 x rounds sims per
+    parameter."""
+    trials: list[Trial] = [best]
+
+    def batch(points: Sequence[tuple[float, ...]]) -> list[float]:
+        clock = clock_of(min(trials, key=lambda t: t.score).values)
+        candidates = [{**trials[0].values, **{p.name: _from_unit(p, u)
+                                              for p, u in zip(params, point)}}
+                      for point in points]
+        found = evaluate(candidates, clock)
+        trials.extend(found)
+        leader = min(trials, key=lambda t: t.score)
+        progress(f"sims {len(trials) - 1}: best score {leader.score:.3f} at "
+                 + ", ".join(f"{p.name.split('.')[-1]}={leader.values[p.name]:.4g}"
+                             for p in params))
+        return [t.score for t in found]
+
+    start = tuple(_to_unit(p, best.values[p.name]) for p in params)
+    minimize(batch, start, max_evals=5 * rounds * len(params), first=best.score)
+    return min(trials, key=lambda t: t.score)
+
+
+def _lengths_key(values: dict[str, float]) -> tuple[float, ...]:
+    return tuple(values[p.name] for p in LENGTH_PARAMS)
 
 
 def fit(target: Target, base: RunSpec, start: dict[str, float], runner: Runner,
         until_s: float, rounds: int = 3,
         progress: Callable[[str], None] = lambda text: None,
-        prior: dict[str, float] | None = None) -> tuple[Trial, Trial, int]:
-    """(the trial of `start`, the best trial, sims run). The search starts from `start` updated
-    with `prior`, or from `start` if that is better."""
-    cache: dict[bytes, SimResult] = {}
-
-    def evaluate(candidates: Sequence[dict[str, float]]) -> list[Trial]:
-        """Runs only what is new: the warm-up only changes how windows are cut."""
-        specs = [apply_params(base, c) for c in candidates]
-        keys = [msgspec.json.encode(spec) for spec in specs]
-        todo = [(k, s) for k, s in dict(zip(keys, specs)).items() if k not in cache]
-        for (key, _), result in zip(todo, runner.run([s for _, s in todo], until_s)):
-            cache[key] = result
-        counter[0] += len(todo)
-        trials = []
-        for c, key in zip(candidates, keys):
-            r = rewindow(cache[key], c["warmup_s"])
-            errs = metric_errors(target, r, c["warmup_s"])
-            trials.append(Trial(dict(c), r, errs, score(target, errs) if not r.error
-                                else math.inf))
-        return trials
-
+        starts: Sequence[dict[str, float]] = (),
+        free: Collection[str] | None = None) -> tuple[Trial, Trial, int]:
+    """(the trial of `start` as given, the best trial, sims run). The length search
+    (`search_lengths`) starts from the best of `start` and `start` updated with each of
+    `starts`; every length candidate's clock is fitted by `fit_clock`. The best is run again as
+    an ordinary sim for its figures.
+    `free` names the parameters to fit (default all of PARAMS); the others keep `start`'s."""
+    length_params = [p for p in LENGTH_PARAMS if free is None or p.name in free]
+    clock_params = [p for p in CLOCK_PARAMS if free is None or p.name in free]
+    runs: dict[tuple[float, ...], SimResult] = {}
     counter = [0]
-    if prior:
-        first, primed = evaluate([start, {**start, **prior}])
-        best = min((first, primed), key=lambda t: t.score)
-    else:
-        (first,) = evaluate([start])
-        best = first
-    progress(f"before: score {first.score:.3f}; search starts at {best.score:.3f}")
-    steps = {p.name: p.step for p in PARAMS}
-    for round_no in range(rounds):
-        for param in PARAMS:
-            value = best.values[param.name]
-            candidates = []
-            for up in (True, False):
-                moved = _moved(param, value, steps[param.name], up)
-                if moved != value:
-                    candidates.append({**best.values, param.name: moved})
-            if not candidates:
-                continue
-            trials = evaluate(candidates)
-            winner = min(trials, key=lambda t: t.score)
-            if winner.score < best.score:
-                best = winner
-            progress(f"round {round_no + 1} {param.name}={best.values[param.name]:.4g} "
-                     f"score {best.score:.3f}")
-        for param in PARAMS:
-            steps[param.name] = math.sqrt(steps[param.name]) if param.log_scale \
-                else steps[param.name] / 2
-    return first, best, counter[0]
+
+    def simulate(candidates: Sequence[dict[str, float]]) -> None:
+        todo = {_lengths_key(c): c for c in candidates if _lengths_key(c) not in runs}
+        specs = [apply_params(base, c) for c in todo.values()]
+        for key, result in zip(todo, runner.run(specs, until_s * STOP_MARGIN)):
+            runs[key] = result
+        counter[0] += len(todo)
+
+    def evaluate(candidates: Sequence[dict[str, float]],
+                 clocks: Sequence[dict[str, float]]) -> list[Trial]:
+        """Each candidate's lengths, with its clock fitted from each of `clocks`, the best kept
+        (a clock fitted to other lengths alone can hold the search at a bound)."""
+        simulate(candidates)
+        distinct = [c for i, c in enumerate(clocks) if c not in clocks[:i]]
+        return [min((fit_clock(target, runs[_lengths_key(c)], {**c, **clock},
+                               params=clock_params) for clock in distinct),
+                    key=lambda t: t.score)
+                for c in candidates]
+
+    def clock_of(values: dict[str, float]) -> dict[str, float]:
+        return {p.name: values[p.name] for p in CLOCK_PARAMS}
+
+    # `start` keeps its own clock; the other openings start from CLOCK_PRIOR's
+    prior_clock = {**clock_of(start), **{p.name: getattr(CLOCK_PRIOR, p.name[5:])
+                                         for p in clock_params if p.name.startswith("cost.")}}
+    openings = [(start, clock_of(start)), *(({**start, **s}, prior_clock) for s in starts)]
+    simulate([values for values, _ in openings])
+    before = _trial(target, runs[_lengths_key(start)], start)
+    best, opening_clock = min(((evaluate([values], [clock])[0], clock)
+                               for values, clock in openings), key=lambda pair: pair[0].score)
+    progress(f"before: score {before.score:.3f}; search starts at {best.score:.3f}")
+    if length_params:
+        best = search_lengths(best, length_params,
+                              lambda cs, clock: evaluate(cs, [clock, opening_clock]), clock_of,
+                              rounds, progress)
+    # the figures of the fitted spec, from a run of it (a re-timing is exact only when every
+    # request arrives at t=0)
+    (final,) = runner.run([apply_params(base, best.values)], until_s * STOP_MARGIN)
+    counter[0] += 1
+    return before, _trial(target, final, best.values), counter[0]

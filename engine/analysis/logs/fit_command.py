@@ -29,7 +29,8 @@ def register(subparsers: Any) -> None:
     fit.add_argument("log", metavar="LOG", help="a vLLM V0 log (or - for stdin)")
     fit.add_argument("-o", "--output", metavar="FITTED.toml", required=True,
                      help="where to write the fitted config")
-    fit.add_argument("--rounds", type=int, default=2, help="coordinate-search rounds (2)")
+    fit.add_argument("--rounds", type=int, default=2, help="search effort: at most 5 x ROUNDS sims per output-length "
+                          "parameter (default 2: 30 sims)")
     fit.add_argument("--workers", type=int, default=2,
                      help="sims run in parallel (processes; default 2)")
     add_run_flags(fit)
@@ -62,7 +63,7 @@ def _fmt(value: float | None) -> str:
 
 def error_table(before: Any, after: Any) -> str:
     rows = [("metric", "before", "after")]
-    for name in before.errors:
+    for name in dict.fromkeys([*before.errors, *after.errors]):
         rows.append((name, _fmt(before.errors[name]), _fmt(after.errors.get(name))))
     rows.append(("score", f"{before.score:.3f}", f"{after.score:.3f}"))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
@@ -98,7 +99,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from engine.analysis.logs.commands import read_input
     import signal
 
-    from engine.analysis.logs.fit import PRIOR, Target, apply_params, fit, get_params
+    from engine.analysis.logs.fit import (LENGTH_STARTS, STOP_MARGIN, Target, apply_params, fit,
+                                          get_params)
     from engine.analysis.logs.importer import import_log
     from engine.analysis.logs.simrun import Runner
 
@@ -115,14 +117,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
     sys.stderr.write(f"fitting {len(target.windows)} windows"
                      + (f" and the abort at {target.abort_clock_s:.1f} s (stats clock)"
                         if target.abort_clock_s else "")
-                     + f"; sims run to {until_s:.0f} s, {args.workers} at a time\n")
+                     + f"; sims run to {until_s * STOP_MARGIN:.0f} s, {args.workers} at a "
+                       f"time\n")
     runner = Runner(args.workers)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the workers
-    prior = PRIOR if base.lengths.early_share == 0.0 else None
+    starts = LENGTH_STARTS if base.lengths.early_share == 0.0 else ()
     try:
         before, best, sims = fit(target, base, start, runner, until_s, args.rounds,
                                  progress=lambda text: sys.stderr.write(text + "\n"),
-                                 prior=prior)
+                                 starts=starts)
     finally:
         runner.close()
     if before.result.error and best.result.error:

@@ -19,8 +19,16 @@ from engine.spec import RunSpec
 from engine.stream.records import EngineAborted, LogWindow, StepRecord
 
 
+LATE_S = 10.0  # "steady state": running groups are summarised from this simulated second on
+
+StepCost = tuple[int, int, int, int]
+"""What the cost model charges one step for, besides its prompt tokens (in its Point): decode
+sequences, cached tokens, swapped blocks; and the requests finished by the end of the step."""
+
+
 class SimResult(msgspec.Struct, kw_only=True):
     trace: list[Point]  # per step, what windows need (so a new warm-up needs no new run)
+    costs: list[StepCost]  # per step, what a new cost model needs (engine.analysis.logs.retime)
     windows: list[LogWindow]
     steps: int
     sim_s: float
@@ -61,7 +69,7 @@ def run_one(spec_json: bytes, until_s: float) -> bytes:
         session = Session(spec)
         session.prepare()
     except Exception as exc:  # a bad candidate fails, the fit goes on
-        return msgspec.msgpack.encode(SimResult(trace=[], windows=[], steps=0, sim_s=0.0, aborted=False,
+        return msgspec.msgpack.encode(SimResult(trace=[], costs=[], windows=[], steps=0, sim_s=0.0, aborted=False,
                                                 abort_s=None, finished=0, peak_swapped=0,
                                                 max_swapped_drop=0, running_p50=0.0,
                                                 running_max=0, error=_one_line(exc)))
@@ -79,12 +87,18 @@ def run_one(spec_json: bytes, until_s: float) -> bytes:
     session.subscribe(sink)
     session.run()
     swapped = [s.swapped for s in steps] + [a.swapped for a in abort]
-    late = sorted(s.running for s in steps if s.sim_s >= 10.0) or [0]
+    late = sorted(s.running for s in steps if s.sim_s >= LATE_S) or [0]
+    block_size = spec.block_size
+    costs: list[StepCost] = []
+    finished = 0
+    for s in steps:
+        finished += len(s.finished) - len(s.ignored)
+        costs.append((s.decode_seqs, s.gpu_used * block_size, s.swap_blocks, finished))
     result = SimResult(
-        trace=points(steps), windows=[], steps=len(steps),
+        trace=points(steps), costs=costs, windows=[], steps=len(steps),
         sim_s=steps[-1].sim_s if steps else 0.0, aborted=bool(abort),
         abort_s=abort[0].sim_s if abort else None,
-        finished=sum(len(s.finished) - len(s.ignored) for s in steps),
+        finished=finished,
         peak_swapped=max(swapped, default=0), max_swapped_drop=_drop(swapped),
         running_p50=float(late[len(late) // 2]), running_max=max(late))
     return msgspec.msgpack.encode(result)

@@ -1,0 +1,42 @@
+"""The same sim run on another cost model's clock, without running it again.
+
+When every request arrives at t=0 (the seed, and any `fit` of an offline `generate()` log) the
+scheduler's decisions do not depend on time at all: the cost model only says how long each step
+took. So a run made once can be re-timed for any cost model by summing `step_seconds` over its
+recorded steps. That is what makes the fit of the cost model cheap (thousands of candidates in
+a second) and leaves the expensive sims to the output-length model, which does change decisions.
+With `--arrival-rate` arrivals follow the simulated clock and a re-timed run is an approximation;
+`fit` says so and re-runs its result for the figures it prints.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from engine.analysis.logs.simrun import LATE_S, SimResult
+from engine.costmodel import CostModel
+
+
+def retime(result: SimResult, cost: CostModel) -> SimResult:
+    """`result` with every step's time recomputed by `cost` (windows left for `rewindow`). The
+    aborting step has no record; it is charged the cost model's fixed `base_s`."""
+    t = 0.0
+    trace = []
+    for point, (decode_seqs, context_tokens, swap_blocks, _) in zip(result.trace, result.costs):
+        t += cost.step_seconds(point[1], decode_seqs, context_tokens, swap_blocks)
+        trace.append((t, *point[1:]))
+    late = sorted(p[3] for p in trace if p[0] >= LATE_S) or [0]
+    return msgspec.structs.replace(
+        result, trace=trace, windows=[], sim_s=t,
+        abort_s=t + cost.base_s if result.aborted else None,
+        running_p50=float(late[len(late) // 2]), running_max=max(late))
+
+
+def finished_by(result: SimResult, sim_s: float) -> int:
+    """Requests finished by simulated second `sim_s` (by the end, if the run ended before)."""
+    done = 0
+    for point, cost in zip(result.trace, result.costs):
+        if point[0] > sim_s:
+            break
+        done = cost[3]
+    return done
