@@ -179,12 +179,6 @@ class Trial:
     score: float
 
 
-def _moved(param: Param, value: float, step: float, up: bool) -> float:
-    moved = value * step if param.log_scale and up else value / step if param.log_scale \
-        else value + step if up else value - step
-    return min(param.hi, max(param.lo, moved))
-
-
 def _cost(values: dict[str, float]) -> CostModel:
     return CostModel(**{k[5:]: v for k, v in values.items() if k.startswith("cost.")})
 
@@ -249,10 +243,13 @@ def _from_unit(param: Param, unit: float) -> float:
     return min(param.hi, max(param.lo, value))
 
 
-def search_lengths(best: "Trial", params: Sequence[Param],
-                   evaluate: Callable[[Sequence[dict[str, float]], dict[str, float]], list["Trial"]],
-                   clock_of: Callable[[dict[str, float]], dict[str, float]], rounds: int,
-                   progress: Callable[[str], None]) -> "Trial":
+Values = dict[str, float]  # parameter name (PARAMS) -> value
+
+
+def search_lengths(best: Trial, params: Sequence[Param],
+                   evaluate: Callable[[Sequence[Values], Values], list[Trial]],
+                   clock_of: Callable[[Values], Values], rounds: int,
+                   progress: Callable[[str], None]) -> Trial:
     """Nelder-Mead (engine.analysis.logs.simplex) over the output-length model from `best`,
     every candidate's clock fitted from the best clock so far; at most 5 x rounds sims per
     parameter."""

@@ -69,10 +69,10 @@ def run_one(spec_json: bytes, until_s: float) -> bytes:
         session = Session(spec)
         session.prepare()
     except Exception as exc:  # a bad candidate fails, the fit goes on
-        return msgspec.msgpack.encode(SimResult(trace=[], costs=[], windows=[], steps=0, sim_s=0.0, aborted=False,
-                                                abort_s=None, finished=0, peak_swapped=0,
-                                                max_swapped_drop=0, running_p50=0.0,
-                                                running_max=0, error=_one_line(exc)))
+        return msgspec.msgpack.encode(SimResult(
+            trace=[], costs=[], windows=[], steps=0, sim_s=0.0, aborted=False, abort_s=None,
+            finished=0, peak_swapped=0, max_swapped_drop=0, running_p50=0.0, running_max=0,
+            error=_one_line(exc)))
     stopping = [False]
 
     def sink(item: object) -> None:
