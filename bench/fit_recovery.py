@@ -4,11 +4,13 @@ vLLM prints them, plus the abort), start the fit well off, and print each fitted
 against the truth (shares start 0.3-0.4 off, the rest 40-75 % off). tests/test_fit.py does
 the same on the demo preset, in CI.
 
-    python bench/fit_recovery.py [--rounds 2] [--workers 2] [--all]
+    python bench/fit_recovery.py [--rounds 2] [--workers 2] [--all] [--openings]
 
 By default the fit is free in the three output-length numbers and two cost coefficients (the
 others stay at the truth); --all frees every parameter, which shows what the windows cannot
-tell apart. Prints one line per parameter (truth, start, fitted, error %) and the scores.
+tell apart. --openings also starts the length search from fit's LENGTH_STARTS shapes, as `fit`
+does for a spec without an output-length model. Prints one line per parameter (truth, start,
+fitted, error %) and the scores.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 
 import msgspec
 
-from engine.analysis.logs.fit import PARAMS, Target, fit, get_params
+from engine.analysis.logs.fit import LENGTH_STARTS, PARAMS, Target, fit, get_params
 from engine.analysis.logs.importer import import_log
 from engine.analysis.logs.simrun import Runner, SimResult, run_one
 from engine.analysis.logs.synthetic import stats_log
@@ -36,6 +38,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--all", action="store_true", help="free every parameter")
+    parser.add_argument("--openings", action="store_true",
+                        help="also start from fit's LENGTH_STARTS shapes")
     args = parser.parse_args()
     started = time.monotonic()
     truth_run = msgspec.msgpack.decode(run_one(msgspec.json.encode(TRUTH), 80.0),
@@ -48,7 +52,8 @@ def main() -> None:
     try:
         before, best, sims = fit(target, TRUTH, start, runner,
                                  (truth_run.abort_s or truth_run.sim_s) + 5.0, args.rounds,
-                                 progress=print, free=free)
+                                 progress=lambda text: print(text, flush=True), free=free,
+                                 starts=LENGTH_STARTS if args.openings else ())
     finally:
         runner.close()
     print(f"truth: {len(target.windows)} windows, abort at {truth_run.abort_s:.1f} s; {sims} sims "
