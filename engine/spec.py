@@ -182,7 +182,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # ../shared/seed/vllm-issue-5578.txt --preset seed-5578 --rounds 2`, values rounded; the
     # fit's output is docs/fit/seed-5578-fitted.toml): the sequences' output lengths and a cost
     # model of that GPU. It aborts 46 s after the first step, as the log does, where the plain
-    # preset reproduces the mechanism in 805 steps.
+    # preset reproduces the mechanism in 805 steps. (With early_share 1, every sequence draws a
+    # length and request_corr has no effect.)
     "seed-5578-fitted": {
         "preemption_mode": "swap",
         "cost": {"base_s": 0.009, "per_prefill_step_s": 0.0056, "per_prefill_token_s": 1.86e-6,
