@@ -251,7 +251,7 @@ def search_lengths(best: Trial, params: Sequence[Param],
                    clock_of: Callable[[Values], Values], rounds: int,
                    progress: Callable[[str], None]) -> Trial:
     """Nelder-Mead (engine.analysis.logs.simplex) over the output-length model from `best`,
-    every candidate's clock fitted from the best clock so far; at most 5 x rounds sims per
+    every candidate's clock fitted from the best clock so far; about 5 x rounds sims per
     parameter."""
     trials: list[Trial] = [best]
 
@@ -322,7 +322,7 @@ def fit(target: Target, base: RunSpec, start: dict[str, float], runner: Runner,
     best, opening_clock = min(((evaluate([values], [clock])[0], clock)
                                for values, clock in openings), key=lambda pair: pair[0].score)
     progress(f"before: score {before.score:.3f}; search starts at {best.score:.3f}")
-    if length_params:
+    if length_params and rounds > 0:
         best = search_lengths(best, length_params,
                               lambda cs, clock: evaluate(cs, [clock, opening_clock]), clock_of,
                               rounds, progress)

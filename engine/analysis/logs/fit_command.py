@@ -30,8 +30,8 @@ def register(subparsers: Any) -> None:
     fit.add_argument("-o", "--output", metavar="FITTED.toml", required=True,
                      help="where to write the fitted config")
     fit.add_argument("--rounds", type=int, default=2,
-                     help="search effort: at most 5 x ROUNDS sims per output-length parameter "
-                          "(default 2: 30 sims)")
+                     help="search effort: about 5 x ROUNDS sims per output-length parameter "
+                          "(default 2: about 30 sims; 0: fit only the clock)")
     fit.add_argument("--workers", type=int, default=2,
                      help="sims run in parallel (processes; default 2)")
     add_run_flags(fit)
