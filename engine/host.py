@@ -33,7 +33,7 @@ from typing import Callable
 
 import msgspec
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, one_line
 from engine.policy import parse_policy
 from engine.spec import RunSpec
 from engine.stream.protocol import (COMMAND_OPS, Ack, Progress, RecordingStatus, StateChanged,
@@ -165,9 +165,7 @@ class EngineHost:
         except ConfigError as exc:
             return self._fail(str(exc))
         except Exception as exc:  # noqa: BLE001  the engine could not start: say so, once
-            text = str(exc).strip()
-            first = text.splitlines()[0] if text else ""
-            return self._fail(f"the engine could not start: {type(exc).__name__}: {first}")
+            return self._fail(f"the engine could not start: {one_line(exc)}")
         with self._lock:
             cancelled = self._cancelled
         if cancelled:

@@ -74,7 +74,7 @@ class LiveScreen(RunScreen):
         self.pending_policy: str | None = None
         self.recording: str | None = None
         self.recording_bytes = 0
-        self.saved_bytes: int | None = None  # the last recording, closed whole: its size
+        self.recording_saved = False  # the last recording was closed whole
         self.recordings: list[str] = []  # every recording the engine wrote for this screen
         self.stream_over = False
 
@@ -123,7 +123,7 @@ class LiveScreen(RunScreen):
 
     def on_recording_changed(self, message: RecordingChanged) -> None:
         self.recording, self.recording_bytes = message.path, message.size
-        self.saved_bytes = message.size if message.closed and not message.error else None
+        self.recording_saved = bool(message.closed) and not message.error
         if message.path and message.path not in self.recordings:
             self.recordings.append(message.path)
             self.view.notice(f"recording to {message.path}")
@@ -165,7 +165,9 @@ class LiveScreen(RunScreen):
             else None
         return Status(state=state, steps_per_s=self._steps_per_s(), show_wall=True,
                       recording=self.recording, recording_bytes=self.recording_bytes,
-                      saved_bytes=self.saved_bytes if over else None, hint=hint, pending_policy=None if over else self.pending_policy,
+                      saved_bytes=self.recording_bytes if over and self.recording_saved
+                      else None,
+                      hint=hint, pending_policy=None if over else self.pending_policy,
                       stage=self.stage if state == "starting" else "",
                       restart_policy=restart)
 
@@ -248,7 +250,7 @@ class LiveScreen(RunScreen):
         if self.source is not None:
             self.source.close()
         self.pending_policy = None
-        self.recording, self.recording_bytes, self.saved_bytes = None, 0, None
+        self.recording, self.recording_bytes, self.recording_saved = None, 0, False
         self.view = RunView()
         self.view.reference = self.reference
         self.following = True

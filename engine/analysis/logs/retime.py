@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
-from engine.analysis.logs.simrun import LATE_S, SimResult
+from engine.analysis.logs.simrun import SimResult, steady_running
 from engine.costmodel import CostModel
 
 
@@ -25,11 +25,11 @@ def retime(result: SimResult, cost: CostModel) -> SimResult:
     for point, (decode_seqs, context_tokens, swap_blocks, _) in zip(result.trace, result.costs):
         t += cost.step_seconds(point[1], decode_seqs, context_tokens, swap_blocks)
         trace.append((t, *point[1:]))
-    late = sorted(p[3] for p in trace if p[0] >= LATE_S) or [0]
+    running_p50, running_max = steady_running(trace)
     return msgspec.structs.replace(
         result, trace=trace, windows=[], sim_s=t,
         abort_s=t + cost.base_s if result.aborted else None,
-        running_p50=float(late[len(late) // 2]), running_max=max(late))
+        running_p50=running_p50, running_max=running_max)
 
 
 def finished_by(result: SimResult, sim_s: float) -> int:

@@ -15,6 +15,7 @@ from typing import Sequence
 import msgspec
 
 from engine.analysis.logs.windows import Point, points, sim_windows
+from engine.errors import one_line
 from engine.spec import RunSpec
 from engine.stream.records import EngineAborted, LogWindow, StepRecord
 
@@ -50,11 +51,10 @@ def _drop(series: Sequence[int]) -> int:
     return best
 
 
-def _one_line(exc: Exception) -> str:
-    from engine.errors import ConfigError
-
-    text = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
-    return (text.splitlines() or [""])[0][:300]
+def steady_running(trace: Sequence[Point]) -> tuple[float, int]:
+    """(median, max) running groups over the steps from LATE_S on (0, 0 if none)."""
+    late = sorted(p[3] for p in trace if p[0] >= LATE_S) or [0]
+    return float(late[len(late) // 2]), max(late)
 
 
 def run_one(spec_json: bytes, until_s: float) -> bytes:
@@ -72,7 +72,7 @@ def run_one(spec_json: bytes, until_s: float) -> bytes:
         return msgspec.msgpack.encode(SimResult(
             trace=[], costs=[], windows=[], steps=0, sim_s=0.0, aborted=False, abort_s=None,
             finished=0, peak_swapped=0, max_swapped_drop=0, running_p50=0.0, running_max=0,
-            error=_one_line(exc)))
+            error=one_line(exc)[:300]))
     stopping = [False]
 
     def sink(item: object) -> None:
@@ -87,20 +87,21 @@ def run_one(spec_json: bytes, until_s: float) -> bytes:
     session.subscribe(sink)
     session.run()
     swapped = [s.swapped for s in steps] + [a.swapped for a in abort]
-    late = sorted(s.running for s in steps if s.sim_s >= LATE_S) or [0]
     block_size = spec.block_size
     costs: list[StepCost] = []
     finished = 0
     for s in steps:
         finished += len(s.finished) - len(s.ignored)
         costs.append((s.decode_seqs, s.gpu_used * block_size, s.swap_blocks, finished))
+    trace = points(steps)
+    running_p50, running_max = steady_running(trace)
     result = SimResult(
-        trace=points(steps), costs=costs, windows=[], steps=len(steps),
+        trace=trace, costs=costs, windows=[], steps=len(steps),
         sim_s=steps[-1].sim_s if steps else 0.0, aborted=bool(abort),
         abort_s=abort[0].sim_s if abort else None,
         finished=finished,
         peak_swapped=max(swapped, default=0), max_swapped_drop=_drop(swapped),
-        running_p50=float(late[len(late) // 2]), running_max=max(late))
+        running_p50=running_p50, running_max=running_max)
     return msgspec.msgpack.encode(result)
 
 
