@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.adapters.build import build_engine  # noqa: E402
+from engine.adapters.v0.build import build_engine  # noqa: E402
 from engine.host import EngineHost  # noqa: E402
 from engine.stream.records import EngineAborted, StepRecord  # noqa: E402
 from engine.session import Session  # noqa: E402

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine.adapters import exec_timing  # noqa: E402
-from engine.adapters.build import cuda_available  # noqa: E402
+from engine.adapters.v0.build import cuda_available  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402
 from bench_engine import bare_engine  # noqa: E402
 

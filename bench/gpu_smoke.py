@@ -113,7 +113,7 @@ def run_bare(spec) -> dict[str, Any]:
 
     from vllm import SamplingParams
 
-    from engine.adapters.build import build_engine
+    from engine.adapters.v0.build import build_engine
     from engine.workload import Workload
 
     built = build_engine(spec)
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
-    from engine.adapters.build import cuda_available
+    from engine.adapters.v0.build import cuda_available
 
     if not cuda_available():
         print("gpu_smoke: skipped: no CUDA device (torch.cuda.is_available() is False)")

@@ -24,7 +24,7 @@ _logs.install()
 def __getattr__(name: str):
     """`engine.attach(scheduler, policy="off")` without importing vLLM until it is used."""
     if name == "attach":
-        from engine.adapters.hooks import attach
+        from engine.adapters.v0.hooks import attach
 
         return attach
     raise AttributeError(f"module 'engine' has no attribute {name!r}")

@@ -12,7 +12,7 @@ requests the swapped queue grows until `_swap_out` finds no CPU block and aborts
   softer variant the issue's reporter suggested.
 
 This module is pure: it decides from a few numbers, so the rule is testable without vLLM. The
-numbers come from engine.adapters.hooks, the one place that reads the scheduler's internals.
+numbers come from engine.adapters.v0.hooks, the one place that reads the scheduler's internals.
 """
 
 from __future__ import annotations

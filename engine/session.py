@@ -43,9 +43,9 @@ from typing import Callable
 
 from engine import __version__, logs
 from engine.adapters import device_info, exec_timing
-from engine.adapters import hooks as vllm_hooks
-from engine.adapters.build import BuiltEngine, build_engine
-from engine.adapters.step_record import build_step_record
+from engine.adapters.v0 import hooks as vllm_hooks
+from engine.adapters.v0.build import BuiltEngine, build_engine
+from engine.adapters.v0.step_record import build_step_record
 from engine.policy import Policy, parse_policy
 from engine.spec import RunSpec
 from engine.stream.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, LogLine,

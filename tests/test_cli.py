@@ -67,7 +67,7 @@ def test_bad_config_files(tmp_path):
 
 
 def test_gpu_backend_without_cuda_is_a_one_line_error():
-    from engine.adapters.build import cuda_available
+    from engine.adapters.v0.build import cuda_available
 
     if cuda_available():
         pytest.skip("this machine has CUDA")

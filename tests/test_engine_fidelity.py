@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from vllm import SamplingParams
 
-from engine.adapters.build import build_engine
-from engine.adapters.hooks import scheduler_of
+from engine.adapters.v0.build import build_engine
+from engine.adapters.v0.hooks import scheduler_of
 from engine.stream.records import Arrivals, EngineAborted, StepRecord
 from engine.session import Session
 from engine.spec import preset_spec

@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from engine.adapters.build import cuda_available, sim_model_dir
+from engine.adapters.v0.build import cuda_available, sim_model_dir
 from engine.errors import ConfigError
 from engine.session import Session
 from engine.spec import preset_spec
@@ -238,7 +238,7 @@ def test_vllms_own_ttft_is_small_on_the_sim():
 def test_num_cpu_blocks_round_trips_through_vllms_arithmetic(blocks, block_size):
     from vllm import EngineArgs
 
-    from engine.adapters import swap_space
+    from engine.adapters.v0 import swap_space
 
     model = sim_model_dir("opt-125m")
     config = EngineArgs(model=model, skip_tokenizer_init=True, block_size=block_size,
@@ -258,8 +258,8 @@ def test_an_engine_built_from_the_translated_swap_space_has_the_blocks():
     sim executor derives CPU blocks with the GPU worker's formula)."""
     from vllm import EngineArgs
 
-    from engine.adapters import swap_space
-    from engine.adapters.build import build_engine
+    from engine.adapters.v0 import swap_space
+    from engine.adapters.v0.build import build_engine
 
     config = EngineArgs(model=sim_model_dir("opt-125m"),
                         skip_tokenizer_init=True).create_engine_config()
@@ -275,8 +275,8 @@ def test_a_model_directory_without_a_tokenizer_is_one_line(tmp_path):
     tokenizer: the failure comes out of transformers deep inside LLMEngine.__init__."""
     from vllm import EngineArgs, LLMEngine
 
-    from engine.adapters.build_errors import build_errors
-    from engine.adapters.sim_executor import SimExecutor
+    from engine.adapters.v0.build_errors import build_errors
+    from engine.adapters.v0.sim_executor import SimExecutor
 
     model = tmp_path / "no-tokenizer"
     model.mkdir()
@@ -292,7 +292,7 @@ def test_a_model_directory_without_a_tokenizer_is_one_line(tmp_path):
 
 
 def test_a_missing_tokenizer_directory_is_a_config_error(tmp_path):
-    from engine.adapters.build import build_engine
+    from engine.adapters.v0.build import build_engine
 
     with pytest.raises(ConfigError) as caught:
         build_engine(preset_spec("demo", tokenizer=str(tmp_path / "missing")).validated())
@@ -313,7 +313,7 @@ def test_a_missing_tokenizer_directory_is_a_config_error(tmp_path):
 def test_build_failures_name_their_cause_in_one_line(exc, cause):
     import torch  # noqa: F401  (used by the expressions)
 
-    from engine.adapters.build_errors import build_errors
+    from engine.adapters.v0.build_errors import build_errors
 
     with pytest.raises(ConfigError) as caught:
         with build_errors("m"):
@@ -324,7 +324,7 @@ def test_build_failures_name_their_cause_in_one_line(exc, cause):
 def test_gpu_backend_accepts_num_cpu_blocks_up_to_the_cuda_check():
     """The demo preset sets num_cpu_blocks; on the gpu backend that is no longer refused (the
     only error without CUDA is the CUDA one)."""
-    from engine.adapters.build import build_engine
+    from engine.adapters.v0.build import build_engine
 
     if cuda_available():
         pytest.skip("has CUDA: the gpu tests below build it for real")
@@ -498,7 +498,7 @@ async def test_a_gpu_recording_replays_on_its_measured_axis(tmp_path, demo_run):
 def test_gpu_engine_config_for_the_demo_preset_on_a_local_model(tmp_path, monkeypatch):
     """The gpu backend's own config path (everything before the GPU executor), on a CPU: the
     demo preset's num_cpu_blocks becomes a swap space, recorded with the count it yields."""
-    from engine.adapters.build import engine_config
+    from engine.adapters.v0.build import engine_config
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     model_dir = str(_gpu_smoke().build_tiny_opt(tmp_path / "tiny"))
@@ -512,7 +512,7 @@ def test_gpu_engine_config_for_the_demo_preset_on_a_local_model(tmp_path, monkey
 
 
 def test_a_gpu_model_that_does_not_exist_is_one_line_naming_the_cause(tmp_path, monkeypatch):
-    from engine.adapters.build import engine_config
+    from engine.adapters.v0.build import engine_config
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     missing = str(tmp_path / "no-such-model")

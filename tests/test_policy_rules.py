@@ -15,7 +15,7 @@ from vllm.core.scheduler import Scheduler
 from vllm.sampling_params import SamplingParams
 from vllm.sequence import Logprob, Sequence, SequenceGroup, SequenceStatus
 
-from engine.adapters import hooks as vllm_hooks
+from engine.adapters.v0 import hooks as vllm_hooks
 from engine.errors import ConfigError
 from engine.policy import (Policy, PrefillGate, next_policy, parse_policy, withholds_prefills)
 

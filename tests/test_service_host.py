@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from engine.adapters import hooks as vllm_hooks
+from engine.adapters.v0 import hooks as vllm_hooks
 from engine.host import EngineHost
 from engine.spec import preset_spec
 from engine.stream.protocol import Ack, Progress, RecordingStatus, StateChanged

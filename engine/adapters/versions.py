@@ -7,7 +7,7 @@ importing vLLM (a second and more), and turns a missing or unsupported one into 
 names every supported release and the command that installs it.
 
 Families group releases whose scheduler and engine APIs the hooks treat alike
-(engine/adapters/family_*.py); `family()` imports the installed release's module.
+(engine/adapters/<engine>/family_*.py); `family()` imports the installed release's module.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from engine.errors import ConfigError
 class Release:
     version: str  # vllm.__version__ without a local "+..." part
     extra: str  # this package's extra that pins it and its companions
-    family: str  # engine.adapters.family_<family>
+    family: str  # engine.adapters.<engine>.family_<family>
+    engine: str = "v0"  # the engine kind this release runs: "v0" (LLMEngine) or "v1" (EngineCore)
 
     @property
     def install(self) -> str:
@@ -77,5 +78,6 @@ def family() -> ModuleType:
     global _family
     if _family is None:
         release = require_supported()
-        _family = importlib.import_module(f"engine.adapters.family_{release.family}")
+        _family = importlib.import_module(
+            f"engine.adapters.{release.engine}.family_{release.family}")
     return _family

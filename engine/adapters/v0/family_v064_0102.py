@@ -71,7 +71,7 @@ from vllm.sequence import (CompletionSequenceGroupOutput, ExecuteModelRequest,  
                            Logprob, SequenceOutput, SequenceStatus)
 from vllm.worker.cache_engine import CacheEngine  # noqa: E402
 
-from engine.adapters.family_v054_063 import abort_queue_sizes, wrappers  # noqa: E402,F401
+from engine.adapters.v0.family_v054_063 import abort_queue_sizes, wrappers  # noqa: E402,F401
 
 FANS_OUT = True
 

@@ -14,7 +14,7 @@ it was built, without subclassing it: it wraps four bound methods on the instanc
   policy ``off`` it calls the original and changes nothing.
 
 The three pass wrappers differ by vLLM release (their signatures and return values changed in
-0.5.4); each adapter family (engine/adapters/family_*.py, chosen by engine.adapters.versions)
+0.5.4); each adapter family (engine/adapters/v0/family_*.py, chosen by engine.adapters.versions)
 builds them and reports what it saw through `SchedulerHook.saw_running/saw_swapped/withholds`.
 Ids in captures are requests: from 0.6.4 on, the parent of a fanned-out group.
 """

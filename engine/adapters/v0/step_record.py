@@ -12,10 +12,10 @@ groups, which the records fold into their parent so a step reads the same in eve
 
 from __future__ import annotations
 
-from engine.adapters import hooks as vllm_hooks
+from engine.adapters.v0 import hooks as vllm_hooks
 from engine.costmodel import CostModel
 from engine.stream.records import StepRecord
-from engine.adapters.hooks import StepCapture
+from engine.adapters.v0.hooks import StepCapture
 
 
 def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostModel,

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine import logs
-from engine.adapters.build_errors import build_errors
+from engine.adapters.v0.build_errors import build_errors
 from engine.errors import ConfigError
 from engine.spec import RunSpec
 
-MODELS_DIR = Path(__file__).parent / "models"
+MODELS_DIR = Path(__file__).parent.parent / "models"
 MAX_SYNTHETIC_TOKEN_ID = 50_002  # engine.workload's --prompt-len ids: (i * 7919 + k) % 50000 + 3
 
 
@@ -85,7 +85,7 @@ def _summarize_config(config: Any) -> dict[str, Any]:
 
 def engine_config(spec: RunSpec) -> tuple[Any, dict[str, Any] | None]:
     """vLLM's EngineConfig for `spec` (no engine, no CUDA needed), and on the gpu backend with
-    `num_cpu_blocks` the swap-space translation the header records (engine.adapters.swap_space).
+    `num_cpu_blocks` the swap-space translation the header records (engine.adapters.v0.swap_space).
     Raises ConfigError."""
     from engine.adapters.versions import family
 
@@ -127,7 +127,7 @@ def engine_config(spec: RunSpec) -> tuple[Any, dict[str, Any] | None]:
     config = _engine_config(args)
     swap_translation = None
     if spec.backend == "gpu" and spec.num_cpu_blocks is not None:
-        from engine.adapters import swap_space
+        from engine.adapters.v0 import swap_space
 
         args.swap_space = swap_space.swap_space_gib_for(spec.num_cpu_blocks,
                                                         swap_space.cache_block_bytes(config))
@@ -154,7 +154,7 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
     count_tokens = None
     stop_token_ids: list[int] = []
     if spec.backend == "sim":
-        from engine.adapters.sim_executor import SimExecutor, eos_token_id
+        from engine.adapters.v0.sim_executor import SimExecutor, eos_token_id
 
         executor_class = SimExecutor.configured(spec.num_gpu_blocks, spec.num_cpu_blocks,
                                                 spec.seed, spec.eos_prob, spec.lengths)
