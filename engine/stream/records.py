@@ -266,6 +266,13 @@ class Header(msgspec.Struct, tag="header", tag_field="kind", kw_only=True):
     # "sim" (the cost model's simulated seconds) or "gpu" (measured seconds on the GPU host).
     time_axis: str = "sim"
     device: DeviceInfo = DeviceInfo()
+    # Which vLLM engine made the records (ENGINE_KINDS): "v0" (LLMEngine, 0.5-0.10.2; every
+    # recording made before this field existed) or "v1" (EngineCore, 0.11+). The framing, checks
+    # and limits are shared; the decision payloads differ by kind.
+    engine: str = "v0"
+
+
+ENGINE_KINDS = ("v0", "v1")
 
 
 class Check(msgspec.Struct, tag="check", tag_field="kind", kw_only=True, omit_defaults=True,
