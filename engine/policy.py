@@ -10,6 +10,19 @@ requests the swapped queue grows until `_swap_out` finds no CPU block and aborts
   swapped > waiting becomes a strict priority.
 - ``watermark[:F]``: no new prefills while CPU KV-cache usage is at least F (default 0.5), the
   softer variant the issue's reporter suggested.
+- ``reserve``: admit a waiting group only while the worst-case blocks of everything admitted
+  (every unfinished sequence grown to its prompt plus `max_tokens`, counted as the release's
+  block manager counts it) plus one victim's worth of slack fit in GPU + CPU blocks. `strict`
+  and `watermark` only delay the abort once the groups already admitted outgrow both caches;
+  this makes it impossible, at the cost of running fewer groups at once. Where a victim has one
+  sequence (from vLLM 0.6.4 every group of an n>1 request does) a swap-out that would not fit is
+  turned into a preemption by recompute instead, so no admission needs refusing for it.
+
+Why one victim of slack: vLLM preempts only when the GPU is full (fewer free blocks than the
+group that must grow has sequences), and the victim's blocks move to the CPU whole while the
+GPU blocks they free cannot hold anyone else's swapped blocks. With committed demand D, GPU+CPU
+capacity C, the largest admitted group's worst case W and its sequence count S, the swap-out
+fits whenever D + W + S <= C.
 
 This module is pure: it decides from a few numbers, so the rule is testable without vLLM. The
 numbers come from engine.adapters.v0.hooks, the one place that reads the scheduler's internals.
@@ -18,11 +31,14 @@ numbers come from engine.adapters.v0.hooks, the one place that reads the schedul
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from engine.errors import ConfigError
 
-POLICY_NAMES = ("off", "strict", "watermark")
+POLICY_NAMES = ("off", "strict", "watermark", "reserve")
 DEFAULT_WATERMARK = 0.5
+import os
+GATE_RECOMPUTABLE = os.environ.get("OBS_GATE_RECOMPUTABLE") == "1"  # TEMP: measuring
 
 
 @dataclass(frozen=True)
@@ -54,14 +70,60 @@ def withholds_prefills(policy: Policy, gate: PrefillGate) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class Demand:
+    """Worst-case KV blocks of the groups a scheduler has admitted, as its block manager counts
+    them (engine.adapters.v0.hooks measures it)."""
+
+    blocks: int  # worst case of every admitted, unfinished group, summed
+    capacity: int  # GPU + CPU blocks
+    largest_group: int = 0  # the largest single group's worst case (the biggest victim)
+    most_seqs: int = 0  # the most sequences one admitted group can run at once
+    # every admitted group has one sequence and a swap-out that does not fit is recomputed
+    # instead (reserve's fallback): no swap-out can abort, whatever the demand
+    recomputable: bool = False
+
+    def slack(self, group_blocks: int = 0, group_seqs: int = 0) -> int:
+        """Blocks set aside so that a swap-out always fits (see the module docstring)."""
+        return max(self.largest_group, group_blocks) + max(self.most_seqs, group_seqs)
+
+    @property
+    def guaranteed(self) -> bool:
+        """Whether no swap-out of the admitted groups can overflow the CPU: False when the
+        demand already admitted is too large (a `reserve` switched on too late)."""
+        return self.recomputable or self.blocks + self.slack() <= self.capacity
+
+
+def admissible(demand: Demand, waiting: Iterable[tuple[int, int]]) -> int:
+    """How many of the waiting groups, in queue order, `reserve` lets vLLM consider now.
+
+    `waiting` yields (worst-case blocks, sequences) per group, (0, 0) for a group that was
+    admitted before (preempted by recompute: its demand is counted already, so it always may
+    come back, or its blocks would stay committed for ever). Stops at the first group that does
+    not fit, so the queue's order (vLLM's FCFS) is kept. With nothing admitted the first group
+    is let in even if it alone is too large to guarantee: refusing it would starve the engine."""
+    blocks, largest, seqs = demand.blocks, demand.largest_group, demand.most_seqs
+    count = 0
+    for group_blocks, group_seqs in waiting:
+        if group_blocks == 0 or (demand.recomputable and group_seqs <= 1 and not GATE_RECOMPUTABLE):
+            count += 1
+            continue
+        largest, seqs = max(largest, group_blocks), max(seqs, group_seqs)
+        if blocks + group_blocks + largest + seqs > demand.capacity and blocks > 0:
+            break
+        blocks += group_blocks
+        count += 1
+    return count
+
+
 def parse_policy(text: str | Policy) -> Policy:
-    """'off' | 'strict' | 'watermark' | 'watermark:F' with 0 < F <= 1."""
+    """'off' | 'strict' | 'watermark' | 'watermark:F' with 0 < F <= 1 | 'reserve'."""
     if isinstance(text, Policy):
         return text
     name, sep, level = str(text).strip().lower().partition(":")
     if name not in POLICY_NAMES:
-        raise ConfigError(f"unknown policy {text!r}: use off, strict or watermark[:F] "
-                          f"(e.g. watermark:0.5)")
+        raise ConfigError(f"unknown policy {text!r}: use off, strict, watermark[:F] "
+                          f"(e.g. watermark:0.5) or reserve")
     if name != "watermark":
         if sep:
             raise ConfigError(f"policy {name!r} takes no level; only watermark:F does")
@@ -79,9 +141,11 @@ def parse_policy(text: str | Policy) -> Policy:
 
 
 def next_policy(current: Policy) -> Policy:
-    """The cycle behind the TUI's `f` key: off -> strict -> watermark -> off."""
+    """The cycle behind the TUI's `f` key: off -> strict -> watermark -> reserve -> off."""
     if current.name == "off":
         return Policy("strict")
     if current.name == "strict":
         return Policy("watermark", current.watermark)
+    if current.name == "watermark":
+        return Policy("reserve")
     return Policy("off")

@@ -302,7 +302,8 @@ class Session:
                 raise _EngineFault(exc) from exc
             try:
                 record = build_step_record(step, hook.current, scheduler, cost, sim_s,
-                                           time.perf_counter() - self._t0, fans_out)
+                                           time.perf_counter() - self._t0, fans_out,
+                                           hook.demand())
             except Exception as exc:
                 raise _ObserverFault("build_step_record", exc) from exc
             record.exec_s = self._exec_timer.take() if self._exec_timer is not None else 0.0

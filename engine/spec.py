@@ -128,7 +128,7 @@ class RunSpec(msgspec.Struct, kw_only=True):
 
     # observation
     policy: Annotated[str, Setting(
-        "off | strict | watermark[:F]", metavar="POLICY", check=_policy)] = "off"
+        "off | strict | watermark[:F] | reserve", metavar="POLICY", check=_policy)] = "off"
     max_steps: Annotated[int | None, Setting(
         "stop after this many steps", lo=1, hi=MAX_STEP)] = None
     # (step, policy): switch before that step runs

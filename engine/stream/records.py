@@ -91,9 +91,32 @@ class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=
     # recorded): what the cost model's swap term charges, and what `fit` retimes a run with.
     swap_blocks: Count = 0
 
+    # Committed demand at the end of the step: the worst-case KV blocks of every admitted group
+    # (each unfinished sequence grown to prompt + max_tokens, counted as the release's block
+    # manager counts them; engine.policy.Demand). Against gpu_total + cpu_total it says whether
+    # the swap space can still run out. None in recordings made before it was recorded.
+    committed_blocks: Count | None = None
+    # Blocks beyond that a swap-out may need (the largest admitted group plus its sequences;
+    # 0 when every victim can be recomputed instead): `reserve` keeps committed + slack within
+    # capacity. None in older recordings.
+    committed_slack: Count | None = None
+
     @property
     def gpu_pct(self) -> float:
         return 100.0 * self.gpu_used / self.gpu_total if self.gpu_total else 0.0
+
+    @property
+    def capacity_blocks(self) -> int:
+        """GPU plus CPU KV blocks: what the committed demand is measured against."""
+        return self.gpu_total + self.cpu_total
+
+    @property
+    def overcommitted(self) -> bool:
+        """The demand admitted (with a swap-out's slack) no longer fits GPU + CPU: a swap-out
+        can overflow the CPU unless groups end early. False when not recorded."""
+        if self.committed_blocks is None:
+            return False
+        return self.committed_blocks + (self.committed_slack or 0) > self.capacity_blocks
 
     @property
     def cpu_pct(self) -> float:

@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-from vllm.core.scheduler import SchedulerPrefillOutputs
+from vllm.core.scheduler import PreemptionMode, SchedulerPrefillOutputs  # noqa: F401
 from vllm.executor.executor_base import ExecutorBase  # noqa: F401  (sim executor's base)
 from vllm.sequence import (CompletionSequenceGroupOutput, ExecuteModelRequest,  # noqa: F401
                            Logprob, SamplerOutput, SequenceOutput, SequenceStatus)
 from vllm.worker.cache_engine import CacheEngine
+
+from engine.adapters.v0.hooks import head_of
 
 FANS_OUT = False
 
@@ -61,8 +63,17 @@ def wrappers(hook: Any, original: dict[str, Callable[..., Any]]) -> dict[str, Ca
                  enable_chunking: bool = False):
         if hook.withholds(enable_chunking, len(waiting_queue)):
             return waiting_queue, SchedulerPrefillOutputs.create_empty()
-        return original["_schedule_prefills"](waiting_queue, budget, curr_loras,
-                                              enable_chunking=enable_chunking)
+        count = hook.reserve_head(enable_chunking, waiting_queue)
+        if count is None or count >= len(waiting_queue):
+            return original["_schedule_prefills"](waiting_queue, budget, curr_loras,
+                                                  enable_chunking=enable_chunking)
+        if count == 0:
+            return waiting_queue, SchedulerPrefillOutputs.create_empty()
+        head, rest = head_of(waiting_queue, count)
+        remaining, out = original["_schedule_prefills"](head, budget, curr_loras,
+                                                        enable_chunking=enable_chunking)
+        remaining.extend(rest)
+        return remaining, out
 
     return {"_schedule_running": running, "_schedule_swapped": swapped,
             "_schedule_prefills": prefills}

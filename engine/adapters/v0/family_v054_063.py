@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from vllm.core.scheduler import SchedulerPrefillOutputs
+from vllm.core.scheduler import PreemptionMode, SchedulerPrefillOutputs  # noqa: F401
 from vllm.executor.executor_base import ExecutorBase  # noqa: F401  (sim executor's base)
 from vllm.model_executor.layers.sampler import SamplerOutput  # noqa: F401
 from vllm.sequence import (CompletionSequenceGroupOutput, ExecuteModelRequest,  # noqa: F401
                            Logprob, SequenceOutput, SequenceStatus)
 from vllm.worker.cache_engine import CacheEngine
+
+from engine.adapters.v0.hooks import head_of
 
 FANS_OUT = False
 
@@ -70,9 +72,24 @@ def wrappers(hook: Any, original: dict[str, Callable[..., Any]]) -> dict[str, Ca
         return out
 
     def prefills(*args: Any, **kwargs: Any):
-        if hook.withholds(_chunking(args, kwargs), len(scheduler.waiting)):
+        chunking = _chunking(args, kwargs)
+        waiting = scheduler.waiting
+        if hook.withholds(chunking, len(waiting)):
             return SchedulerPrefillOutputs.create_empty()
-        return original["_schedule_prefills"](*args, **kwargs)
+        count = hook.reserve_head(chunking, waiting)
+        if count is None or count >= len(waiting):
+            return original["_schedule_prefills"](*args, **kwargs)
+        if count == 0:
+            return SchedulerPrefillOutputs.create_empty()
+        # vLLM's pass edits `scheduler.waiting` in place: let it see only the head, in the
+        # same deque object, and put the rest back behind whatever it left
+        head, rest = head_of(waiting, count)
+        waiting.clear()
+        waiting.extend(head)
+        try:
+            return original["_schedule_prefills"](*args, **kwargs)
+        finally:
+            waiting.extend(rest)
 
     return {"_schedule_running": running, "_schedule_swapped": swapped,
             "_schedule_prefills": prefills}

@@ -64,7 +64,7 @@ def _sim_platform() -> None:
 
 if not _HAS_DEVICE:
     _sim_platform()
-from vllm.core.scheduler import SchedulerPrefillOutputs  # noqa: E402,F401
+from vllm.core.scheduler import PreemptionMode, SchedulerPrefillOutputs  # noqa: E402,F401
 from vllm.executor.executor_base import ExecutorBase  # noqa: E402,F401
 from vllm.model_executor.layers.sampler import SamplerOutput  # noqa: E402,F401
 from vllm.sequence import (CompletionSequenceGroupOutput, ExecuteModelRequest,  # noqa: E402,F401

@@ -11,7 +11,17 @@ it was built, without subclassing it: it wraps four bound methods on the instanc
 - `_schedule_prefills`: the gate. With a chunked-prefill step and a policy that withholds, it
   returns what vLLM's own code produces when nothing fits (an empty `SchedulerPrefillOutputs`,
   the waiting queue untouched), so the rest of `_schedule_chunked_prefill` runs unchanged. With
-  policy ``off`` it calls the original and changes nothing.
+  policy ``off`` it calls the original and changes nothing. Under ``reserve`` it lets vLLM's own
+  pass see only the head of the waiting queue that fits the reserve (`admissible`), and puts
+  the rest back behind whatever vLLM left.
+- `_preempt`: under ``reserve``, a single-sequence victim whose swap-out would not fit in the
+  free CPU blocks is preempted by vLLM's own `_preempt_by_recompute` instead of raising "Aborted
+  due to the lack of CPU swap space". Otherwise it calls the original.
+
+`demand()` measures the committed demand (engine.policy.Demand): the worst-case blocks of every
+admitted group, counted the way the release's block manager counts them. It is read at the start
+of `schedule()`, when vLLM's queues are whole (from 0.5.4 the passes pop groups off `running` and
+put them back only at the end), and at the end of each step for the record.
 
 The three pass wrappers differ by vLLM release (their signatures and return values changed in
 0.5.4); each adapter family (engine/adapters/v0/family_*.py, chosen by engine.adapters.versions)
@@ -22,13 +32,17 @@ Ids in captures are requests: from 0.6.4 on, the parent of a fanned-out group.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from itertools import islice
+from typing import Any, Callable, Iterable, Iterator
 
 from engine.adapters.versions import family
-from engine.policy import Policy, PrefillGate, parse_policy, withholds_prefills
+from engine.policy import (Demand, Policy, PrefillGate, admissible, parse_policy,
+                           withholds_prefills)
 
-_WRAPPED = ("schedule", "_schedule_running", "_schedule_swapped", "_schedule_prefills")
+_WRAPPED = ("schedule", "_schedule_running", "_schedule_swapped", "_schedule_prefills",
+            "_preempt")
 
 
 class HookError(Exception):
@@ -82,6 +96,8 @@ class StepCapture:
     swapped_in_seqs: int = 0
     withheld: bool = False
     held_back: int = 0
+    demand: Demand | None = None  # committed demand at the start of the step (reserve only)
+    recomputed_not_swapped: int = 0  # victims reserve recomputed because the CPU was full
 
 
 class SchedulerHook:
@@ -97,6 +113,8 @@ class SchedulerHook:
         self.steps_scheduled = 0
         self.current = StepCapture(policy)
         self.changes: list[tuple[int, Policy, Policy, str]] = []  # (step, old, new, source)
+        # groups preempted by recompute: back in `waiting` but admitted (their demand counts)
+        self._parked: dict[str, Any] = {}
 
     # ----------------------------------------------------------------- policy control
     @property
@@ -124,6 +142,7 @@ class SchedulerHook:
                                    f"is an observatory hook already attached?")
             self._originals[name] = getattr(scheduler, name)
         scheduler.schedule = self._schedule
+        scheduler._preempt = self._preempt
         for name, wrapper in self._family.wrappers(self, self._originals).items():
             setattr(scheduler, name, wrapper)
 
@@ -137,6 +156,8 @@ class SchedulerHook:
         with _OWN["schedule"]:
             self._apply_pending()
             self.current = capture = StepCapture(self._policy)
+            if self._policy.name == "reserve":
+                capture.demand = self.demand()
         result = self._originals["schedule"]()
         with _OWN["schedule"]:
             capture.outputs = result[1]
@@ -153,6 +174,8 @@ class SchedulerHook:
             capture.swapped_out_seqs = sum(g.num_seqs() for g in swapped_out)
             capture.recomputed = _unique(rid(g) for g in preempted)
             capture.preempted_this_step = len(swapped_out) + len(preempted)
+            for group in preempted:
+                self._parked[group.request_id] = group
 
     def saw_swapped(self, still_swapped: int, swapped_in: list, infeasible: list) -> None:
         """The swap-in pass left `still_swapped` groups swapped and brought back `swapped_in`."""
@@ -182,6 +205,124 @@ class SchedulerHook:
                 capture.withheld = True
                 capture.held_back = waiting
             return withhold
+
+
+    def _preempt(self, seq_group: Any, blocks_to_swap_out: Any, *args: Any, **kwargs: Any):
+        """vLLM's `_preempt`, except that under `reserve` a single-sequence group whose
+        swap-out would not fit in the CPU is recomputed (vLLM's own path for such groups when
+        no preemption mode is forced) instead of aborting the engine."""
+        with _OWN["_preempt"]:
+            scheduler = self.scheduler
+            recompute = (self._policy.name == "reserve"
+                         and seq_group.get_max_num_running_seqs() == 1
+                         and not scheduler.block_manager.can_swap_out(seq_group))
+            if recompute:
+                mode = self._family.PreemptionMode.RECOMPUTE
+                self.current.recomputed_not_swapped += 1
+        if not recompute:
+            return self._originals["_preempt"](seq_group, blocks_to_swap_out, *args, **kwargs)
+        scheduler.num_cumulative_preemption += 1
+        scheduler._preempt_by_recompute(seq_group)
+        return mode
+
+    # ----------------------------------------------------------------- committed demand
+    def demand(self) -> Demand:
+        """The worst-case blocks of every admitted group (running, swapped, or preempted by
+        recompute and waiting to come back), as engine.policy.Demand. Call it only when vLLM's
+        queues are whole: between steps or at the start of `schedule()`."""
+        with _OWN["schedule"]:
+            scheduler = self.scheduler
+            counter = _BlockCounter(scheduler)
+            in_queues = set()
+            blocks = largest = most_seqs = 0
+            recomputable = counter.recomputes
+            for group in _chain(scheduler.running, scheduler.swapped):
+                in_queues.add(group.request_id)
+                group_blocks, seqs = counter.worst(group)
+                blocks += group_blocks
+                largest, most_seqs = max(largest, group_blocks), max(most_seqs, seqs)
+            for rid, group in list(self._parked.items()):
+                if rid in in_queues or group.is_finished():
+                    del self._parked[rid]
+                    continue
+                group_blocks, seqs = counter.worst(group)
+                blocks += group_blocks
+                largest, most_seqs = max(largest, group_blocks), max(most_seqs, seqs)
+            if recomputable and most_seqs <= 1:
+                largest = most_seqs = 0  # any victim that does not fit is recomputed
+            gpu_total = scheduler.cache_config.num_gpu_blocks or 0
+            cpu_total = scheduler.cache_config.num_cpu_blocks or 0
+            return Demand(blocks=blocks, capacity=gpu_total + cpu_total,
+                          largest_group=largest, most_seqs=most_seqs,
+                          recomputable=recomputable and most_seqs <= 1)
+
+    def admissible(self, waiting: Iterable[Any]) -> int:
+        """How many groups at the head of `waiting` `reserve` lets vLLM's prefill pass see."""
+        with _OWN["_schedule_prefills"]:
+            capture = self.current
+            demand = capture.demand if capture.demand is not None else self.demand()
+            counter = _BlockCounter(self.scheduler)
+            parked = self._parked
+
+            def costs() -> Iterator[tuple[int, int]]:
+                for group in waiting:
+                    yield (0, 0) if group.request_id in parked else counter.worst(group)
+
+            return admissible(demand, costs())
+
+    def reserve_head(self, enable_chunking: bool, waiting: Any) -> int | None:
+        """Under `reserve` in a chunked-prefill step: how many waiting groups vLLM may see
+        (recorded as withheld when fewer than all); None when the policy is not `reserve`."""
+        if not (enable_chunking and self._policy.name == "reserve" and waiting):
+            return None
+        count = self.admissible(waiting)
+        if count < len(waiting):
+            capture = self.current
+            capture.withheld = True
+            capture.held_back = len(waiting) - count
+        return count
+
+
+class _BlockCounter:
+    """Worst-case KV blocks of one group on this scheduler's block manager.
+
+    Every unfinished sequence grows to min(prompt + max_tokens, max_model_len) tokens. vLLM's
+    v1 block manager (0.5's default) keeps the prompt's full blocks shared by the group's
+    sequences, on the GPU and on the CPU alike (its swap maps shared blocks once); the v2
+    manager (0.6's) swaps each sequence's block table on its own, so a swapped-out group holds
+    one copy of the prompt per sequence, and so does the GPU once it is swapped back in. From
+    0.6.4 an n>1 request is n single-sequence groups, each counted on its own.
+    """
+
+    def __init__(self, scheduler: Any) -> None:
+        self.block_size = scheduler.cache_config.block_size
+        self.max_model_len = scheduler.scheduler_config.max_model_len
+        self.shares_prompt = type(scheduler.block_manager).__name__ == "BlockSpaceManagerV1"
+        self.recomputes = True  # vLLM's `_preempt_by_recompute` takes any 1-sequence group
+
+    def worst(self, group: Any) -> tuple[int, int]:
+        """(worst-case blocks, sequences it can run at once) of `group`; (0, 0) if finished."""
+        seqs = group.get_max_num_running_seqs()
+        if seqs <= 0:
+            return 0, 0
+        prompt = group.get_seqs()[0].get_prompt_len()
+        params = group.sampling_params
+        max_tokens = getattr(params, "max_tokens", None)
+        total = self.max_model_len if max_tokens is None else min(prompt + max_tokens,
+                                                                  self.max_model_len)
+        per_seq = -(-total // self.block_size)
+        shared = prompt // self.block_size if self.shares_prompt else 0
+        return shared + seqs * (per_seq - shared), seqs
+
+
+def _chain(*queues: Iterable[Any]) -> Iterator[Any]:
+    for queue in queues:
+        yield from queue
+
+
+def head_of(queue: deque, count: int) -> tuple[deque, deque]:
+    """(the first `count` items, the rest) of `queue` as new deques, at C speed."""
+    return deque(islice(queue, count)), deque(islice(queue, count, None))
 
 
 def _unique(ids) -> list[str]:

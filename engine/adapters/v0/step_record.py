@@ -14,14 +14,17 @@ from __future__ import annotations
 
 from engine.adapters.v0 import hooks as vllm_hooks
 from engine.costmodel import CostModel
+from engine.policy import Demand
 from engine.stream.records import StepRecord
 from engine.adapters.v0.hooks import StepCapture
 
 
 def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostModel,
-                      sim_start_s: float, wall_s: float, fans_out: bool = False) -> StepRecord:
+                      sim_start_s: float, wall_s: float, fans_out: bool = False,
+                      demand: Demand | None = None) -> StepRecord:
     """`fans_out`: vLLM 0.6.4+ runs an n>1 request as n groups; ids are then the parent
-    requests (repeats folded) and the swap counts in sequences are recorded too."""
+    requests (repeats folded) and the swap counts in sequences are recorded too. `demand`:
+    the committed demand measured after the step (SchedulerHook.demand)."""
     outputs = capture.outputs
     scheduled = outputs.scheduled_seq_groups if outputs is not None else []
     num_prefill = outputs.num_prefill_groups if outputs is not None else 0
@@ -83,6 +86,8 @@ def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostMode
         swapped_out_seqs=capture.swapped_out_seqs if fans_out else None,
         swapped_in_seqs=capture.swapped_in_seqs if fans_out else None,
         swap_blocks=swap_blocks,
+        committed_blocks=demand.blocks if demand is not None else None,
+        committed_slack=demand.slack() if demand is not None else None,
     )
 
 
