@@ -17,7 +17,8 @@ from vllm.sequence import Logprob, Sequence, SequenceGroup, SequenceStatus
 
 from engine.adapters.v0 import hooks as vllm_hooks
 from engine.errors import ConfigError
-from engine.policy import (Policy, PrefillGate, next_policy, parse_policy, withholds_prefills)
+from engine.policy import (Demand, Policy, PrefillGate, admissible, next_policy, parse_policy,
+                           withholds_prefills)
 
 BLOCK = 4
 _ids = itertools.count()
@@ -159,11 +160,40 @@ def test_rule(gate, strict, wm50):
 def test_parse_and_cycle():
     assert parse_policy("watermark") == Policy("watermark", 0.5)
     assert str(parse_policy("WATERMARK:0.25")) == "watermark:0.25"
-    assert [str(p) for p in itertools.islice(_cycle(Policy("off")), 4)] == [
-        "strict", "watermark:0.5", "off", "strict"]
-    for bad in ("fast", "watermark:0", "watermark:1.5", "watermark:x", "strict:0.5", ""):
-        with pytest.raises(ConfigError):
+    assert [str(p) for p in itertools.islice(_cycle(Policy("off")), 5)] == [
+        "strict", "watermark:0.5", "reserve", "off", "strict"]
+    assert parse_policy(" Reserve ") == Policy("reserve")
+    for bad in ("fast", "watermark:0", "watermark:1.5", "watermark:x", "strict:0.5", "",
+                "reserve:x", "reserve:0.5", "reserve:"):
+        with pytest.raises(ConfigError) as error:
             parse_policy(bad)
+        assert "\n" not in str(error.value)
+
+
+# --------------------------------------------------------------------- reserve's rule
+def test_reserve_admits_in_order_while_demand_plus_one_victim_fits():
+    # capacity 1000; each group needs 100 blocks at worst and runs 8 sequences
+    demand = Demand(blocks=500, capacity=1000, largest_group=100, most_seqs=8)
+    # 500 + 100 + (100 + 8) = 708 fits; 800 + 108 = 908 fits; 900 + 108 = 1008 does not
+    assert admissible(demand, [(100, 8)] * 5) == 3
+    # FCFS: a small group behind one that does not fit is not let past it
+    assert admissible(demand, [(100, 8), (100, 8), (100, 8), (400, 8), (1, 1)]) == 3
+    # a group preempted by recompute (0, 0) is counted already: it always comes back
+    full = Demand(blocks=990, capacity=1000, largest_group=100, most_seqs=8)
+    assert admissible(full, [(0, 0), (0, 0), (100, 8)]) == 2
+    # a larger newcomer raises the slack it needs
+    assert admissible(Demand(blocks=0, capacity=1000), [(400, 8), (400, 8)]) == 1
+    # nothing admitted: the first group is let in even when it alone is too large
+    assert admissible(Demand(blocks=0, capacity=100), [(300, 8), (1, 1)]) == 1
+
+
+def test_reserve_guarantee_and_too_late():
+    assert Demand(blocks=892, capacity=1000, largest_group=100, most_seqs=8).guaranteed
+    late = Demand(blocks=893, capacity=1000, largest_group=100, most_seqs=8)
+    assert not late.guaranteed and late.slack() == 108
+    assert admissible(late, [(10, 1)]) == 0
+    # every victim has one sequence and can be recomputed instead: nothing can abort
+    assert Demand(blocks=5000, capacity=1000, recomputable=True).guaranteed
 
 
 def _cycle(policy):

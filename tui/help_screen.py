@@ -25,6 +25,15 @@ MARKS = [
     ("┃ red", "the abort (the last step that completed)"),
     ("┃ white", "replay: the cursor"),
 ]
+POLICIES = [
+    ("off", "vLLM as released: no guarantee; aborts once the swapped groups fill the CPU"),
+    ("strict", "no prefills while a group is swapped: delays the abort; none once the groups "
+               "already admitted outgrow GPU + CPU (0.6.3 and later)"),
+    ("watermark", "no prefills while CPU KV ≥ level: delays the abort, no guarantee"),
+    ("reserve", "admits a group only if every admitted group's worst case (prompt + max_tokens"
+                " per sequence) still fits GPU + CPU: cannot abort; runs fewer groups at once "
+                "(committed line and status: how much is promised)"),
+]
 MOUSE = [
     ("click plot", "replay: seek to the step under the mouse"),
     ("click row", "show that step in the detail pane (replay: seek there)"),
@@ -110,6 +119,7 @@ class HelpScreen(ModalScreen[None]):
 
     def help_text(self, below: Screen | None) -> Text:
         sections = [(self._title, self._rows), *widget_sections(below),
+                    ("policies (f cycles, F picks): what each guarantees", POLICIES),
                     ("mouse", MOUSE), ("plot marks", MARKS)]
         width = max((len(k) for _, rows in sections for k, _ in rows), default=4) + 2
         text = Text()

@@ -14,7 +14,7 @@ from engine.policy import DEFAULT_WATERMARK, parse_policy
 
 
 class PolicyPicker(ModalScreen[str | None]):
-    """Dismisses with a policy string ("off", "strict", "watermark:0.7") or None."""
+    """Dismisses with a policy string ("off", "strict", "watermark:0.7", "reserve") or None."""
 
     DEFAULT_CSS = """
     PolicyPicker {
@@ -49,6 +49,8 @@ class PolicyPicker(ModalScreen[str | None]):
                 Option("strict     no prefills while anything is swapped (PR #13539)",
                        id="strict"),
                 Option("watermark  no prefills while CPU KV ≥ level", id="watermark"),
+                Option("reserve    admit only what GPU + CPU can hold at worst (no abort)",
+                       id="reserve"),
                 id="picker-options")
             yield Label("watermark level (0 < level ≤ 1) for watermark; enter here picks it:")
             box = Input(value=f"{level:g}", id="picker-level")
@@ -58,7 +60,7 @@ class PolicyPicker(ModalScreen[str | None]):
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
-        options.highlighted = ("off", "strict", "watermark").index(self._current.name)
+        options.highlighted = ("off", "strict", "watermark", "reserve").index(self._current.name)
         options.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

@@ -187,8 +187,15 @@ class RunPanel(Vertical):
             return [Line(f"{label} (real log)", xs, ys, color, short=f"{label}·real",
                          marker="•")]
 
+        # the committed demand in % of GPU + CPU blocks, on its own axis (under `off` it
+        # reaches several hundred): crossing 100 is when the abort became possible
+        committed = ([line(kv, "committed_pct", "committed % of GPU+CPU", palette.COMMITTED,
+                           "right", "commit")]
+                     if view.current is not None and view.current.committed_blocks is not None
+                     else [])
         kv.show([line(kv, "gpu_pct", "GPU", palette.GPU_KV),
                  line(kv, "cpu_pct", "CPU", palette.CPU_KV),
+                 *committed,
                  *real("gpu_pct", "GPU", palette.GPU_KV),
                  *real("cpu_pct", "CPU", palette.CPU_KV)], marks, xlim, cursor)
         queues.show([line(queues, "running", "running", palette.RUNNING, short="run"),

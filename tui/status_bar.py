@@ -25,7 +25,7 @@ from engine.timeaxis import SIM, axis_of
 from tui.run_view import RunView
 
 POLICY_STYLES = {"off": "bold white on #c0003c", "strict": "bold black on #98e024",
-                 "watermark": "bold black on #e6db74"}
+                 "watermark": "bold black on #e6db74", "reserve": "bold black on #58d1eb"}
 PENDING_STYLE = "bold black on #fd971f"
 STATE_STYLES = {"running": "bold #98e024", "paused": "bold #e6db74", "aborted": "bold #f4005f",
                 "finished": "bold #58d1eb", "stopped": "bold #58d1eb", "starting": "italic",
@@ -80,6 +80,9 @@ def runway_text(runway: Runway | None, policy: str, compact: bool) -> tuple[str,
     steps = runway.steps
     under = short_policy(policy)
     if steps is None:
+        if runway.guaranteed and runway.free_blocks < runway.total_blocks:
+            return ("swap cannot run out" if compact
+                    else "swap space cannot run out: the committed demand fits", "bold #98e024")
         if runway.free_blocks >= runway.total_blocks:  # nothing swapped out
             if not runway.since_change:
                 return None
@@ -219,6 +222,22 @@ def key_numbers(view: RunView, status: Status, level: int) -> Text:
     return text
 
 
+def committed_text(s: StepRecord, policy: str) -> list[tuple[str, str]]:
+    """The committed demand against GPU + CPU blocks (verbose and short variants); under
+    `reserve`, that it came too late when what was admitted before no longer fits."""
+    if s.committed_blocks is None or not s.capacity_blocks:
+        return []
+    pct = 100.0 * s.committed_blocks / s.capacity_blocks
+    over = s.overcommitted
+    style = HOT if over else ""
+    if over and policy.startswith("reserve"):
+        return [(f"⚠ reserve too late: committed {s.committed_blocks:,} blocks > GPU+CPU "
+                 f"{s.capacity_blocks:,} with a swap-out's slack", WARN),
+                (f"⚠ reserve too late ({pct:.0f}%)", WARN)]
+    return [(f"committed {s.committed_blocks:,}/{s.capacity_blocks:,} blocks ({pct:.0f}%)",
+             style), (f"commit {pct:.0f}%", style)]
+
+
 def second_line(view: RunView, status: Status, runway: Runway | None, width: int) -> Text:
     """Everything else, most important first to be kept: pieces that do not fit are left out."""
     s = view.current
@@ -229,6 +248,9 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
         if full is not None:
             short = runway_text(runway, view.policy, compact=True)
             pieces.append((0, 0, [full] + ([short] if short else [])))
+        committed = committed_text(s, view.policy)
+        if committed:
+            pieces.append((0, 0.5, committed))
     if status.hint:
         pieces.append((1, 1, [(status.hint, "bold reverse")]))
     if status.restart_policy is not None and status.state in ("aborted", "finished",

@@ -16,6 +16,11 @@ lets vLLM swap the queue back in) make a projection that "reaches zero" turn out
 run whose swap-outs come in rare large lumps is forecast from its average. bench/bench_runway.py
 measures the error on recordings that aborted.
 
+Where the steps carry the committed demand (StepRecord.committed_blocks: the worst-case blocks of
+every admitted group), a demand that fits GPU + CPU with a swap-out's slack settles it: nothing
+admitted can overflow the swap space, so there is no runway to count down (`guaranteed`). Only
+once the demand has outgrown them does the rate projection above apply.
+
 After a policy change the rate is measured only over the steps since the change (once there are
 MIN_STEPS_AFTER_CHANGE of them), so the runway answers "does the projection still reach zero
 under the new policy?".
@@ -54,12 +59,15 @@ class Runway:
     measuring: bool  # a policy change is too recent: the rate is still the old policy's
     swapout_gap: float | None = None  # mean steps between the window's swap-outs (None: < 2)
     since_swapout: int = 0  # steps since the newest swap-out in the window
+    # the committed demand (with a swap-out's slack) fits GPU + CPU: no swap-out of what is
+    # admitted can overflow the CPU, whatever the rate says
+    guaranteed: bool = False
 
     @property
     def steps(self) -> float | None:
         """Steps until the next swap-out no longer fits; None while the swap space is not
-        filling. 0 when it may not fit already."""
-        if self.rate <= 0:
+        filling or cannot run out (`guaranteed`). 0 when it may not fit already."""
+        if self.rate <= 0 or self.guaranteed:
             return None
         linear = max(0.0, (self.free_blocks - self.reserve) / self.rate)
         if self.swapout_gap is None:
@@ -127,7 +135,8 @@ def forecast(steps: Sequence[StepRecord], end: int | None = None, *,
     return Runway(step=last.step, free_blocks=last.cpu_total - last.cpu_used,
                   total_blocks=last.cpu_total, rate=rate, reserve=reserve, window=span,
                   since_change=since_change, measuring=measuring, swapout_gap=gap,
-                  since_swapout=last.step - outs[-1] if outs else 0)
+                  since_swapout=last.step - outs[-1] if outs else 0,
+                  guaranteed=last.committed_blocks is not None and not last.overcommitted)
 
 
 def latest_change(changes: Sequence[PolicyChanged], step: int) -> PolicyChanged | None:

@@ -40,6 +40,12 @@ class Summary(msgspec.Struct, kw_only=True):
     end_reason: str | None  # RunFinished.reason; None when the recording was cut before the end
     time_axis: str = "sim"  # the recording's time axis (engine.timeaxis): "sim" or "gpu"
     exec_seconds: float = 0.0  # measured seconds in the model executor, summed over steps
+    # The committed demand (StepRecord.committed_blocks): its peak against GPU + CPU blocks,
+    # and the first step at which it (with a swap-out's slack) outgrew them; None when the
+    # recording predates it (or, for the step, when it never did).
+    peak_committed_blocks: int | None = None
+    capacity_blocks: int | None = None
+    overcommitted_at_step: int | None = None
 
 
 class SummaryBuilder:
@@ -65,6 +71,9 @@ class SummaryBuilder:
         self.time_axis = "sim"
         self.exec_s = 0.0
         self.log_abort: LogEvent | None = None
+        self.peak_committed: int | None = None
+        self.capacity: int | None = None
+        self.overcommitted_at: int | None = None
 
     def add(self, item: Header | Record) -> None:
         if isinstance(item, StepRecord):
@@ -81,6 +90,11 @@ class SummaryBuilder:
             self.generated_tokens += item.generated_tokens
             self.sim_s, self.wall_s = item.sim_s, item.wall_s
             self.exec_s += item.exec_s
+            if item.committed_blocks is not None:
+                self.peak_committed = max(self.peak_committed or 0, item.committed_blocks)
+                self.capacity = item.capacity_blocks
+                if self.overcommitted_at is None and item.overcommitted:
+                    self.overcommitted_at = item.step
         elif isinstance(item, PolicyChanged):
             self.policy_changes += 1
         elif isinstance(item, EngineAborted):
@@ -138,6 +152,9 @@ class SummaryBuilder:
             end_reason=self.end.reason if self.end else None,
             time_axis=self.time_axis,
             exec_seconds=round(self.exec_s, 6),
+            peak_committed_blocks=self.peak_committed,
+            capacity_blocks=self.capacity,
+            overcommitted_at_step=self.overcommitted_at,
         )
 
 

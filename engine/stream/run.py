@@ -62,6 +62,11 @@ def _numeric_columns() -> dict[str, Callable[[StepRecord], float]]:
         "n_recomputed": lambda s: len(s.recomputed),
         "n_finished": lambda s: len(s.finished),
         "n_first_tokens": lambda s: len(s.first_tokens),
+        # the committed demand as a share of GPU + CPU blocks (100: the swap space can run
+        # out); 0 in recordings made before it was recorded
+        "committed_pct": lambda s: (100.0 * s.committed_blocks / s.capacity_blocks
+                                    if s.committed_blocks is not None and s.capacity_blocks
+                                    else 0.0),
     })
     return getters
 
@@ -69,7 +74,8 @@ def _numeric_columns() -> dict[str, Callable[[StepRecord], float]]:
 COLUMNS: dict[str, Callable[[StepRecord], float]] = _numeric_columns()
 """Names `Run.column()` accepts: every numeric StepRecord field plus a few derived ones."""
 
-SERIES = ("gpu_pct", "cpu_pct", "running", "swapped", "waiting", "prompt_tps", "gen_tps")
+SERIES = ("gpu_pct", "cpu_pct", "committed_pct", "running", "swapped", "waiting", "prompt_tps",
+          "gen_tps")
 """Names `Run.series()` accepts. The *_tps ones are tokens per second of the run's time axis
 (engine.timeaxis: simulated on the sim, measured executor time on a GPU)."""
 

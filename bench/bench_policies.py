@@ -1,0 +1,155 @@
+"""What each policy guarantees and costs on the installed vLLM: the README's "vLLM versions" table.
+
+For each preset and each policy (off, strict, watermark, reserve, and `off` with chunked prefill
+turned off), one sim run of at most --max-steps steps, and prints:
+
+- the step vLLM aborts at, or "survived N" (N = --max-steps: the range the README's claims name);
+- finished requests;
+- generated tokens per simulated second over `off`'s lifetime (the simulated seconds `off` lived
+  before it aborted), and that against `off`'s own rate. The sim is deterministic: these figures
+  are exact, not samples;
+- the committed demand's peak (engine.policy.Demand) against GPU + CPU blocks;
+- steps/s of wall time: each policy's run against `off`'s over `off`'s lifetime (--pair-steps),
+  in --reps alternating pairs, as median and range of the ratio. A ratio whose range straddles
+  1.0 is printed as "no difference".
+
+Run in each release's venv (from the repo root, PYTHONPATH=$PWD):
+    python bench/bench_policies.py [--presets seed-5578,seed-5578-fitted] [--max-steps 3000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from engine.adapters.versions import require_supported  # noqa: E402
+from engine.session import Session  # noqa: E402
+from engine.spec import preset_spec  # noqa: E402
+from engine.stream.records import EngineAborted, RunFinished, StepRecord  # noqa: E402
+
+POLICIES = ("off", "strict", "watermark", "reserve")
+NO_CHUNKED = "off, no chunked prefill"
+
+
+@dataclass
+class Outcome:
+    label: str
+    steps: list[StepRecord]
+    abort: EngineAborted | None
+    end: RunFinished | None
+    wall_s: float
+
+    @property
+    def verdict(self) -> str:
+        if self.abort is not None:
+            return f"aborts at step {self.abort.step:,}"
+        reason = self.end.reason if self.end is not None else "?"
+        return (f"survived {len(self.steps):,} steps" if reason == "max_steps"
+                else f"{reason} after {len(self.steps):,} steps")
+
+    @property
+    def finished(self) -> int:
+        return sum(len(s.finished) for s in self.steps)
+
+    def tokens_until(self, sim_s: float) -> tuple[int, float]:
+        """(generated tokens, simulated seconds) over the steps that ended by `sim_s`."""
+        tokens, until = 0, 0.0
+        for s in self.steps:
+            if s.sim_s > sim_s:
+                break
+            tokens, until = tokens + s.generated_tokens, s.sim_s
+        return tokens, until
+
+    def committed_peak(self) -> tuple[int, int] | None:
+        known = [s for s in self.steps if s.committed_blocks is not None]
+        if not known:
+            return None
+        top = max(known, key=lambda s: s.committed_blocks)
+        return top.committed_blocks, top.capacity_blocks
+
+
+def run(preset: str, label: str, max_steps: int) -> Outcome:
+    overrides = {"max_steps": max_steps}
+    if label == NO_CHUNKED:
+        overrides.update(policy="off", enable_chunked_prefill=False)
+    else:
+        overrides["policy"] = label
+    spec = preset_spec(preset, **overrides).validated()
+    items: list = []
+    session = Session(spec)
+    session.subscribe(items.append)
+    t0 = time.perf_counter()
+    session.run()
+    wall = time.perf_counter() - t0
+    return Outcome(label, [i for i in items if isinstance(i, StepRecord)],
+                   next((i for i in items if isinstance(i, EngineAborted)), None),
+                   next((i for i in items if isinstance(i, RunFinished)), None), wall)
+
+
+def steps_per_s(preset: str, label: str, steps: int) -> float:
+    outcome = run(preset, label, steps)
+    return len(outcome.steps) / outcome.wall_s
+
+
+def spread(values: list[float]) -> str:
+    return (f"{statistics.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]"
+            if values else "–")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", default="seed-5578",
+                        help="comma-separated presets (default: seed-5578)")
+    parser.add_argument("--policies", default=",".join(POLICIES + (NO_CHUNKED,)),
+                        help="comma-separated policies (default: all, and chunked prefill off)")
+    parser.add_argument("--max-steps", type=int, default=3000)
+    parser.add_argument("--reps", type=int, default=3, help="alternating pairs per wall rate")
+    parser.add_argument("--pair-steps", type=int, default=None,
+                        help="steps per timed run (default: off's lifetime)")
+    args = parser.parse_args()
+    release = require_supported()
+    import vllm
+
+    labels = [p.strip() for p in args.policies.split(",") if p.strip()]
+    print(f"vLLM {vllm.__version__} (family {release.family}), at most {args.max_steps:,} steps")
+    for preset in filter(None, (p.strip() for p in args.presets.split(","))):
+        off = run(preset, "off", args.max_steps)
+        horizon = off.steps[-1].sim_s if off.steps else 0.0
+        off_tokens, off_until = off.tokens_until(horizon)
+        off_rate = off_tokens / off_until if off_until else 0.0
+        pair_steps = args.pair_steps or max(10, len(off.steps))
+        print(f"\n{preset}: off's lifetime {len(off.steps):,} steps = {horizon:.1f} simulated s, "
+              f"{off_rate:,.0f} generated tok/s; wall ratios over {pair_steps:,} steps, "
+              f"{args.reps} alternating pairs, median [range]")
+        print(f"  {'policy':<24} {'outcome':<24} {'finished':>8} {'tok/sim s':>10} "
+              f"{'vs off':>7} {'committed peak':>22}  wall steps/s vs off")
+        for label in labels:
+            outcome = off if label == "off" else run(preset, label, args.max_steps)
+            tokens, until = outcome.tokens_until(horizon)
+            rate = tokens / until if until else 0.0
+            peak = outcome.committed_peak()
+            peak_text = f"{peak[0]:,}/{peak[1]:,}" if peak else "–"
+            ratios: list[float] = []
+            if label != "off":
+                for rep in range(args.reps):
+                    pair = [("off", None), (label, None)]
+                    if rep % 2:
+                        pair.reverse()
+                    measured = {name: steps_per_s(preset, name, pair_steps) for name, _ in pair}
+                    ratios.append(measured[label] / measured["off"])
+            wall = spread(ratios)
+            if ratios and min(ratios) <= 1.0 <= max(ratios):
+                wall += " (no difference)"
+            print(f"  {label:<24} {outcome.verdict:<24} {outcome.finished:>8,} {rate:>10,.0f} "
+                  f"{(rate / off_rate if off_rate else 0):>6.0%} {peak_text:>22}  {wall}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
