@@ -40,7 +40,11 @@ DEFAULT_EXAMPLES: dict[str, list[str]] = {
     # the sim calibrated to the seed's GPU log (engine/spec.py), and the fix on that very run
     "seed-5578-fitted-off": [*FITTED, "--policy", "off"],
     "seed-5578-fitted-strict": [*FITTED, "--policy", "strict", "--max-steps", "6000"],
+    # the policy that cannot abort: admits only what GPU + CPU can hold at worst
+    "seed-5578-reserve": [*SEED, "--policy", "reserve", "--max-steps", "1600"],
 }
+# made on the release verl pins as well (the one where `strict` does not hold)
+RESERVE_EXTRAS = ("vllm063",)
 
 
 def examples() -> dict[str, list[str]]:
@@ -50,7 +54,11 @@ def examples() -> dict[str, list[str]]:
     release = require_supported()
     if release == DEFAULT:
         return DEFAULT_EXAMPLES
-    return {f"seed-5578-off-{release.extra}": [*SEED, "--policy", "off"]}
+    made = {f"seed-5578-off-{release.extra}": [*SEED, "--policy", "off"]}
+    if release.extra in RESERVE_EXTRAS:
+        made[f"seed-5578-reserve-{release.extra}"] = [*SEED, "--policy", "reserve",
+                                                      "--max-steps", "1600"]
+    return made
 
 
 def observatory(*args: str) -> subprocess.CompletedProcess[str]:

@@ -151,3 +151,50 @@ def test_max_steps_stops_cleanly(demo_run):
     items = demo_run("strict", max_steps=50)
     assert len(steps(items)) == 50
     assert items[-1].reason == "max_steps" and items[-1].steps == 50
+
+
+# --------------------------------------------------------------------- reserve
+@pytest.mark.every_vllm
+def test_demo_reserve_finishes_every_request_within_its_reserve(demo_run):
+    """`reserve` on the demo: no abort, every request finished, and at every step the blocks in
+    use stay within the committed demand, which (with a swap-out's slack) stays within
+    GPU + CPU, or every victim could be recomputed (slack 0)."""
+    items = demo_run("reserve")
+    summary = summarize(items)
+    assert not summary.aborted and summary.end_reason == "completed"
+    assert summary.finished_requests == preset_spec("demo").requests
+    records = steps(items)
+    assert all(r.committed_blocks is not None for r in records)
+    for r in records:
+        # the worst case bounds what the block manager holds now: a miscount shows here
+        assert r.gpu_used + r.cpu_used <= r.committed_blocks, r.step
+        if r.committed_slack:
+            assert r.committed_blocks + r.committed_slack <= r.capacity_blocks, r.step
+    assert summary.peak_committed_blocks == max(r.committed_blocks for r in records)
+    assert summary.overcommitted_at_step is None
+
+
+@pytest.mark.every_vllm
+def test_committed_demand_outgrows_capacity_before_off_aborts(demo_run):
+    items = demo_run("off")
+    records = steps(items)
+    abort = next(i for i in items if isinstance(i, EngineAborted))
+    over = [r.step for r in records if r.committed_blocks > r.capacity_blocks]
+    assert over and over[0] < abort.step
+    assert all(r.gpu_used + r.cpu_used <= r.committed_blocks for r in records)
+    assert summarize(items).overcommitted_at_step <= over[0]
+
+
+def test_reserve_switched_on_too_late_is_reported_and_runs_on(demo_run):
+    """Switched on after the demand admitted outgrew GPU + CPU, `reserve` admits nothing new
+    (only groups preempted by recompute come back), and every step says it is overcommitted."""
+    off = steps(demo_run("off"))
+    late = next(r.step for r in off if r.overcommitted) + 5
+    items = demo_run("off", toggles=[(late, "reserve")])
+    records = steps(items)
+    under = [r for r in records if r.policy == "reserve"]
+    assert under and under[0].overcommitted
+    started = {rid for r in records[:late] for rid, _ in r.prefills}
+    for r in under:
+        if r.overcommitted:
+            assert {rid for rid, _ in r.prefills} <= started, r.step

@@ -56,6 +56,8 @@ def test_grid_values_take_their_field_types():
     last = cells[-1]
     assert (last.spec.n, last.spec.swap_space_gib, last.spec.arrival_rate, last.spec.policy,
             last.spec.seed) == (4, 1.0, 2.5, "watermark:0.3", 1)
+    reserve = expand(base, build_axes(["policy=off,reserve"], seeds=None, base=base))
+    assert [c.spec.policy for c in reserve] == ["off", "reserve"]
     # the key is the spec's: same spec, same key, whatever the grid looked like
     again = expand(base, build_axes(["policy=watermark:0.3", "n=4", "seed=1", "arrival_rate=2.5",
                                      "swap_space=1"], seeds=None, base=base))
@@ -73,6 +75,8 @@ BAD_GRIDS = [
     (["n=2,2"], "given twice"),
     (["policy=watermark:0.5,watermark:0.50"], "given twice"),
     (["policy=fast"], "unknown policy"),
+    (["policy=off,reserve:1"], "policy 'reserve' takes no level"),
+    (["policy=reserve,RESERVE"], "given twice"),
     (["preset=demo,seed-5578"], "run one sweep per preset"),
     (["n=2", "n=4"], "given twice"),
     (["num_cpu_blocks=1,2", "swap_space=1,2"], "not both"),
