@@ -24,9 +24,11 @@ BLOCK = 4
 _ids = itertools.count()
 
 
-def make_scheduler(gpu_blocks: int = 8, cpu_blocks: int = 8) -> Scheduler:
+def make_scheduler(gpu_blocks: int = 8, cpu_blocks: int = 8,
+                   preemption_mode: str | None = None) -> Scheduler:
     scheduler_config = SchedulerConfig(max_num_batched_tokens=64, max_num_seqs=16,
-                                       max_model_len=64, enable_chunked_prefill=True)
+                                       max_model_len=64, enable_chunked_prefill=True,
+                                       preemption_mode=preemption_mode)
     cache_config = CacheConfig(block_size=BLOCK, gpu_memory_utilization=1.0, swap_space=1,
                                cache_dtype="auto")
     cache_config.num_gpu_blocks = gpu_blocks
@@ -34,12 +36,13 @@ def make_scheduler(gpu_blocks: int = 8, cpu_blocks: int = 8) -> Scheduler:
     return Scheduler(scheduler_config, cache_config, None)
 
 
-def make_group(request_id: str, prompt_len: int, arrival: float) -> SequenceGroup:
+def make_group(request_id: str, prompt_len: int, arrival: float,
+               max_tokens: int = 32, n: int = 1) -> SequenceGroup:
     inputs = {"prompt_token_ids": list(range(prompt_len)), "prompt": None,
               "multi_modal_data": None}
     seq = Sequence(next(_ids), inputs, BLOCK)
     return SequenceGroup(request_id, [seq], arrival_time=arrival,
-                         sampling_params=SamplingParams(max_tokens=32))
+                         sampling_params=SamplingParams(n=n, max_tokens=max_tokens))
 
 
 def put_running_in_decode(scheduler: Scheduler, group: SequenceGroup) -> None:
@@ -141,6 +144,58 @@ def test_attaching_twice_is_refused():
     vllm_hooks.attach(scheduler)
     with pytest.raises(RuntimeError, match="already"):
         vllm_hooks.attach(scheduler)
+
+
+# --------------------------------------------------------------------- reserve on a scheduler
+def test_reserve_lets_vllm_admit_only_what_fits_at_worst():
+    """16 + 16 blocks of 4 tokens; 8 waiting requests of a 4-token prompt, n=2, max_tokens 12:
+    at worst each holds its prompt block once (v1 block manager) and 3 more per sequence, 7
+    blocks, and a victim needs 7 + 2 of slack. The third takes the demand to 21; a fourth
+    would need 21 + 7 + 9 = 37 > 32. `off` lets vLLM admit all eight."""
+    def state(n: int = 2) -> Scheduler:
+        scheduler = make_scheduler(gpu_blocks=16, cpu_blocks=16)
+        for i in range(8):
+            scheduler.add_seq_group(make_group(f"W{i}", 4, arrival=float(i), max_tokens=12,
+                                               n=n))
+        return scheduler
+
+    prefills, capture = scheduled_prefills(state(), "off")
+    assert prefills == [f"W{i}" for i in range(8)]
+    scheduler = state()
+    prefills, capture = scheduled_prefills(scheduler, "reserve")
+    assert prefills == ["W0", "W1", "W2"]
+    assert capture.withheld and capture.held_back == 5
+    assert [g.request_id for g in scheduler.waiting] == [f"W{i}" for i in range(3, 8)]
+    hook = vllm_hooks.SchedulerHook(scheduler, Policy("off"))  # reads, attaches nothing
+    demand = hook.demand()
+    assert (demand.blocks, demand.capacity, demand.largest_group, demand.most_seqs) == (
+        21, 32, 7, 2)
+    assert demand.guaranteed and not demand.recomputable
+    # one-sequence groups: any victim the CPU cannot hold is recomputed, so none is refused
+    prefills, capture = scheduled_prefills(state(n=1), "reserve")
+    assert prefills == [f"W{i}" for i in range(8)] and not capture.withheld
+
+
+def test_reserve_recomputes_a_single_sequence_victim_the_cpu_cannot_hold():
+    """A and B each hold 4 full GPU blocks (8 of 8); A needs a fifth, so vLLM preempts B, and
+    with preemption_mode="swap" B's 4 blocks must go to a CPU with 2. Under `off` that is the
+    seed's abort; under `reserve` B is recomputed (vLLM's own `_preempt_by_recompute`)."""
+    def state() -> Scheduler:
+        scheduler = make_scheduler(gpu_blocks=8, cpu_blocks=2, preemption_mode="swap")
+        for name in ("A", "B"):
+            group = make_group(name, 15, arrival=float(ord(name)))
+            put_running_in_decode(scheduler, group)  # 16 tokens: 4 full blocks
+        return scheduler
+
+    with pytest.raises(RuntimeError, match="lack of CPU swap space"):
+        scheduled_prefills(state(), "off")
+    scheduler = state()
+    prefills, capture = scheduled_prefills(scheduler, "reserve")
+    assert capture.recomputed == ["B"] and capture.swapped_out == []
+    assert capture.recomputed_not_swapped == 1
+    assert [g.request_id for g in scheduler.running] == ["A"]
+    assert [g.request_id for g in scheduler.waiting] == ["B"]
+    assert scheduler.block_manager.get_num_free_cpu_blocks() == 2
 
 
 # --------------------------------------------------------------------- the pure rule
