@@ -235,7 +235,9 @@ class SchedulerHook:
             counter = _BlockCounter(scheduler)
             in_queues = set()
             blocks = largest = most_seqs = 0
-            recomputable = counter.recomputes
+            # the recompute fallback is reserve's (`_preempt`): under any other policy a victim
+            # is swapped whatever its size, so the slack stays
+            recomputable = counter.recomputes and self._policy.name == "reserve"
             for group in _chain(scheduler.running, scheduler.swapped):
                 in_queues.add(group.request_id)
                 group_blocks, seqs = counter.worst(group)
