@@ -89,6 +89,32 @@ def test_forecast_error_on_the_shipped_aborts_is_bounded():
         assert errors[50] is not None and errors[50] <= bound
 
 
+def test_a_committed_demand_that_fits_means_no_runway_to_count_down():
+    """The same filling swap space: with the committed demand recorded and within GPU + CPU
+    (with its slack) the forecast says it cannot run out; over it, the rate projection holds."""
+    from tui.status_bar import committed_text, runway_text
+
+    filling = steps_filling([0, 100, 200, 300, 400])
+    capacity = filling[-1].gpu_total + filling[-1].cpu_total
+
+    def with_demand(blocks: int, slack: int) -> list[StepRecord]:
+        return [msgspec.structs.replace(s, committed_blocks=blocks, committed_slack=slack)
+                for s in filling]
+
+    assert forecast(filling).steps is not None  # an old recording: no demand, the rate counts
+    fits = forecast(with_demand(capacity - 50, 50))
+    assert fits.guaranteed and fits.steps is None
+    assert "cannot run out" in runway_text(fits, "reserve", compact=False)[0]
+    over = with_demand(capacity - 50, 51)
+    runway = forecast(over)
+    assert not runway.guaranteed and runway.steps is not None
+    assert over[-1].overcommitted
+    assert "too late" in committed_text(over[-1], "reserve")[0][0]
+    assert committed_text(over[-1], "off")[0][0].startswith(
+        f"committed {capacity - 50:,}/{capacity:,} blocks")
+    assert committed_text(filling[-1], "off") == []
+
+
 def test_latest_change():
     changes = [PolicyChanged(step=s, old="off", new="strict", source="cli") for s in (5, 9)]
     assert latest_change(changes, 4) is None
