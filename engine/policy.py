@@ -37,8 +37,6 @@ from engine.errors import ConfigError
 
 POLICY_NAMES = ("off", "strict", "watermark", "reserve")
 DEFAULT_WATERMARK = 0.5
-import os
-GATE_RECOMPUTABLE = os.environ.get("OBS_GATE_RECOMPUTABLE") == "1"  # TEMP: measuring
 
 
 @dataclass(frozen=True)
@@ -105,8 +103,8 @@ def admissible(demand: Demand, waiting: Iterable[tuple[int, int]]) -> int:
     blocks, largest, seqs = demand.blocks, demand.largest_group, demand.most_seqs
     count = 0
     for group_blocks, group_seqs in waiting:
-        if group_blocks == 0 or (demand.recomputable and group_seqs <= 1 and not GATE_RECOMPUTABLE):
-            count += 1
+        if group_blocks == 0 or (demand.recomputable and group_seqs <= 1):
+            count += 1  # counted already, or its swap-out can never abort (recomputed instead)
             continue
         largest, seqs = max(largest, group_blocks), max(seqs, group_seqs)
         if blocks + group_blocks + largest + seqs > demand.capacity and blocks > 0:
