@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EngineError, ObservatoryError
 
 # (cause, what to do, exception type names, substrings of the message); first match wins
 _CAUSES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
@@ -56,12 +56,13 @@ def classify(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def build_errors(model: str) -> Iterator[None]:
-    """Run vLLM's engine construction; re-raise any failure as a one-line ConfigError."""
+    """Run vLLM's engine construction; re-raise any failure as a one-line EngineError (our own
+    one-line errors pass through)."""
     try:
         yield
-    except ConfigError:
+    except ObservatoryError:
         raise
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001  torch/transformers/hub raise many kinds
-        raise ConfigError(f"cannot build the engine for {model!r}: {classify(exc)}") from None
+        raise EngineError(f"cannot build the engine for {model!r}: {classify(exc)}") from None
