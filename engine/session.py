@@ -49,7 +49,7 @@ from engine.adapters import device_info, exec_timing
 from engine.adapters.v0 import hooks as vllm_hooks
 from engine.adapters.v0.build import BuiltEngine, build_engine
 from engine.adapters.v0.step_record import build_step_record
-from engine.policy import Policy, parse_policy
+from engine.policy import Policy, parse_policy, require_engine_kind
 from engine.run_state import RunState, state_for_end
 from engine.spec import RunSpec
 from engine.stream.protocol import AddBurst, Pause, Resume, SetPolicy, Stop
@@ -175,6 +175,8 @@ class Session:
             time_axis="gpu" if spec.backend == "gpu" else "sim",
             device=device_info.describe(spec.backend),
         )
+        for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
+            require_engine_kind(policy, self.header.engine)
 
     def start(self) -> None:
         """Run on a daemon thread (building the engine first, on this thread, if needed)."""
@@ -424,6 +426,9 @@ class Session:
     def _apply_policy(self, command: SetPolicy, source: str, step: int,
                       sim_s: float) -> tuple[bool, str]:
         policy = parse_policy(command.policy)
+        if self.header.engine not in policy.engine_kinds:
+            return False, (f"policy {policy} acts on the {', '.join(policy.engine_kinds)} engine, "
+                           f"not on this {self.header.engine} engine")
         if not self._change_policy(step, policy, source):
             return True, f"policy is already {policy}"
         return True, ""

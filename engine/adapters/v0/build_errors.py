@@ -1,4 +1,4 @@
-"""Turn a failure while vLLM builds the engine into one ConfigError line that names the cause.
+"""Turn a failure while vLLM builds the engine into one EngineError line that names the cause.
 
 Building a gpu engine loads a tokenizer, downloads or reads weights, allocates the KV cache and
 captures CUDA graphs; each can fail with a deep traceback from transformers, huggingface_hub,
@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from engine.errors import ConfigError, EngineError, ObservatoryError
+from engine.errors import EngineError, ObservatoryError
 
 # (cause, what to do, exception type names, substrings of the message); first match wins
 _CAUSES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
