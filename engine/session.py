@@ -3,9 +3,9 @@
 This is the small interface everything else talks to (engine.host, verify, the tests).
 Commands from other threads (policy, pause, burst, stop) go through a queue, as the typed commands
 of engine.stream.protocol, and apply at the next step boundary, dispatched by their type, so a
-step is never observed half-way. Each command may carry a `done(ok, message,
-step)` callback, called on the engine thread once it has been applied (or refused), which is what
-a service turns into an acknowledgement. Subscribers ("sinks") get every item in order on the
+step is never observed half-way. Each command may carry a `done(ok, message, step)` callback,
+called on the engine thread once it has been applied (or refused), which is what a service turns
+into an acknowledgement. Subscribers ("sinks") get every item in order on the
 engine thread: first the Header, then records, and always exactly one RunFinished last. A sink
 must be cheap and must not touch UI widgets (post a message instead).
 

@@ -1,8 +1,8 @@
 """The commands that work on recordings: `summary`, `compare`, `export`, `verify`.
 
 `register(subparsers)` adds them to the CLI's argparse subparsers; each handler returns its exit
-code and raises ConfigError (one line) for bad input, which the CLI prints as
-`observatory: error: ...` with exit 2. Imports are deferred into the handlers so that
+code and raises an ObservatoryError (one line: ConfigError for a flag, RecordingError for a
+damaged file) for bad input, which the CLI prints as `observatory: error: ...` with exit 2. Imports are deferred into the handlers so that
 `observatory --help` and the loading commands never pay for vLLM or torch.
 """
 

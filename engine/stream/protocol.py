@@ -35,6 +35,7 @@ from typing import Union
 
 import msgspec
 
+from engine.errors import PeerError
 from engine.run_state import RunState
 from engine.stream.records import Header, Record
 
@@ -106,9 +107,9 @@ USAGE = {"policy": "policy needs a policy name: off, strict or watermark[:F]",
 """How to give each command's argument: the second half of a refusal's one line."""
 
 
-class BadCommand(ValueError):
-    """A command line that is well formed but wrong: answered with Ack(ok=False, message=str(
-    this)) and the connection stays. `id` and `op` are echoed (0 and "?" if unreadable)."""
+class BadCommand(PeerError):
+    """A command that is well formed but wrong (a peer's protocol error): answered with
+    Ack(ok=False, message=str(this)) and the connection stays. `id` and `op` are echoed."""
 
     def __init__(self, message: str, id: int = 0, op: str = "?") -> None:
         super().__init__(message)
