@@ -42,13 +42,15 @@ class CommandRouter:
         `allow_path`: the sender owns the engine process and may name recording files.
         Exactly one Ack goes to `reply`: at once, on this thread, if the command is refused
         before reaching the engine; otherwise from the engine thread."""
+        command_id, op = getattr(command, "id", 0), getattr(command, "op", "?")
+
         def done(ok: bool, message: str = "", step: int | None = None) -> None:
             if reply is not None:
-                reply(Ack(id=command.id, op=command.op, ok=ok, message=message, step=step))
+                reply(Ack(id=command_id, op=op, ok=ok, message=message, step=step))
 
         check = _CHECKS.get(type(command))
         if check is None:
-            return done(False, f"unknown command {type(command).__name__}")
+            return done(False, f"not a command: {type(command).__name__}")
         try:
             apply = check(self, command, source, allow_path)
         except (ConfigError, BadCommand) as exc:
