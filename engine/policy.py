@@ -45,6 +45,7 @@ ENGINE_KINDS: dict[str, tuple[str, ...]] = {
     "off": ("v0", "v1"),  # vLLM as released: nothing to act on, any engine
     "strict": ("v0",),
     "watermark": ("v0",),
+    "reserve": ("v0",),  # reads the V0 block manager's counts and wraps its `_preempt`
 }
 """Which engine kinds (engine.stream.records.ENGINE_KINDS) each policy acts on: every name in
 POLICY_NAMES has an entry. V1 policies go here."""
