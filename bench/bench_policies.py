@@ -34,7 +34,7 @@ from engine.spec import preset_spec  # noqa: E402
 from engine.stream.records import EngineAborted, RunFinished, StepRecord  # noqa: E402
 
 POLICIES = ("off", "strict", "watermark", "reserve")
-NO_CHUNKED = "off, no chunked prefill"
+NO_CHUNKED = "off-no-chunked-prefill"  # `off` with enable_chunked_prefill=False
 
 
 @dataclass
