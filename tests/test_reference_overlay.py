@@ -11,8 +11,8 @@ from engine.cli import main
 from engine.errors import ConfigError
 from engine.stream.reader import load
 from tui.launch import replay_app
-from tui.replay_screen import ReplayScreen
-from tui.run_plot import RunPlot
+from tui.replay.replay_screen import ReplayScreen
+from tui.widgets.run_plot import RunPlot
 
 ROOT = Path(__file__).resolve().parents[1]
 OFF = ROOT / "recordings" / "seed-5578-off.jsonl.zst"
@@ -69,8 +69,8 @@ def test_a_narrow_legend_folds_the_real_series_into_one_entry() -> None:
     run's own entries, so one "• real" entry says what the dots are, and nothing is cut."""
     import numpy as np
 
-    from tui import palette
-    from tui.run_plot import Line, legend_text
+    from tui.widgets import palette
+    from tui.widgets.run_plot import Line, legend_text
 
     xs = np.arange(3.0)
     lines = [Line("GPU", xs, xs, palette.GPU_KV), Line("CPU", xs, xs, palette.CPU_KV),

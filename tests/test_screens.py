@@ -17,17 +17,17 @@ from engine.analysis.runway import forecast
 from engine.stream.reader import load
 from screens_harness import (LATE, OFF, RECORDING_PATH, TOGGLED, live_status, panel_app,
                              replay_status, view_until)
-from tui import palette
-from tui.abort_banner import AbortBanner
-from tui.compare_screen import CompareScreen
-from tui.decisions_table import DecisionsTable
-from tui.event_log import EventLog
-from tui.help_screen import HelpScreen
+from tui.widgets import palette
+from tui.widgets.abort_banner import AbortBanner
+from tui.replay.compare_screen import CompareScreen
+from tui.widgets.decisions_table import DecisionsTable
+from tui.widgets.event_log import EventLog
+from tui.widgets.help_screen import HelpScreen
 from tui.launch import replay_app
-from tui.run_panel import RunPanel
-from tui.run_plot import RunPlot
+from tui.widgets.run_panel import RunPanel
+from tui.widgets.run_plot import RunPlot
 from tui.run_view import RunView
-from tui.status_bar import StatusBar
+from tui.widgets.status_bar import StatusBar
 
 SMALL = (80, 24)
 
@@ -369,7 +369,7 @@ async def test_ab_choosing_a_row_in_b_seeks_there():
 
 
 async def test_start_up_stage_and_restart_policy_are_shown():
-    from tui.status_bar import Status
+    from tui.widgets.status_bar import Status
 
     stage = "building the engine (8192 GPU / 7281 CPU blocks)"
     app = panel_app(RunView(), Status(state="starting", stage=stage, recording=RECORDING_PATH))

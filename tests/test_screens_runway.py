@@ -13,10 +13,10 @@ from engine.analysis.runway import (SHORT_RUNWAY_STEPS, forecast, forecast_error
 from engine.stream.reader import load
 from engine.stream.records import PolicyChanged, StepRecord
 from screens_harness import LATE, OFF, TOGGLED, view_until
-from tui import palette
-from tui.ab_timeline import Timeline
-from tui.decisions_table import COLUMNS, _ids, layout_columns
-from tui.run_plot import Line, Marker, legend_text, nice_ticks, tick_label
+from tui.widgets import palette
+from tui.replay.ab_timeline import Timeline
+from tui.widgets.decisions_table import COLUMNS, _ids, layout_columns
+from tui.widgets.run_plot import Line, Marker, legend_text, nice_ticks, tick_label
 
 
 def steps_filling(cpu_used: list[int], total: int = 1000, policy: str = "off",

@@ -19,7 +19,7 @@ from tui.app import ObservatoryApp
 from tui.run_view import RunView
 
 if TYPE_CHECKING:
-    from tui.live_screen import SourceFactory
+    from tui.live.live_screen import SourceFactory
 
 MIN_SPEED, MAX_SPEED = 0.25, 64.0
 
@@ -79,7 +79,7 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
     """The live monitor on a local engine child running `spec`, or attached to a server
     (`connect=(address, token)`, `spec` None), with a real log overlaid if `reference` names
     one. Raises ConfigError for bad arguments."""
-    from tui.live_screen import LiveScreen
+    from tui.live.live_screen import LiveScreen
 
     if record == "-":
         raise ConfigError("live mode draws on the terminal, so it cannot record to stdout "
@@ -144,8 +144,8 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                lenient: bool = False, autoplay: bool = True, reference: str | None = None,
                reference_offset: float = 0.0) -> ObservatoryApp:
     """Build the replay (one path) or compare (two paths) app; raises ConfigError."""
-    from tui.compare_screen import CompareScreen
-    from tui.replay_screen import ReplayScreen
+    from tui.replay.compare_screen import CompareScreen
+    from tui.replay.replay_screen import ReplayScreen
 
     if not 1 <= len(paths) <= 2:
         raise ConfigError(f"replay takes one recording, or two to compare; got {len(paths)}")

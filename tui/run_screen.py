@@ -3,7 +3,7 @@ newest step or move through history, and an optional RunSource that keeps append
 
 Replay and live are this same screen (Dolphie style): replay is a cursor over a finished or
 growing recording; live is a growing stream from an engine process, followed by default, plus
-the control keys (tui.live_screen). Moving back through a live run is replay of what has
+the control keys (tui.live.live_screen). Moving back through a live run is replay of what has
 arrived so far; `end` returns to following.
 
 Drawing is throttled, not polled: a message that changes what is shown asks for a frame, and a
@@ -20,15 +20,15 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
 
-from tui.goto_step import GotoStep
-from tui.help_screen import HelpScreen, describe_bindings
-from tui.key_footer import KeyFooter
+from tui.widgets.goto_step import GotoStep
+from tui.widgets.help_screen import HelpScreen, describe_bindings
+from tui.widgets.key_footer import KeyFooter
 from tui.messages import RecordsArrived, SeekRequested, StepSelected, StreamEnded
-from tui.replay_bar import ReplayBar
-from tui.run_panel import Mode, RunPanel
+from tui.widgets.replay_bar import ReplayBar
+from tui.widgets.run_panel import Mode, RunPanel
 from tui.run_source import RunSource
 from tui.run_view import RunView
-from tui.status_bar import Status
+from tui.widgets.status_bar import Status
 
 MAX_FPS = 15
 PLAY_HZ = 12  # how often playback moves the cursor

@@ -45,7 +45,7 @@ def widget_sections(screen: Screen | None) -> list[tuple[str, list[tuple[str, st
     """Keys of the focusable widgets on `screen` that have their own bindings."""
     if screen is None:
         return []
-    from tui.decisions_table import DecisionsTable  # late: the table imports nothing of ours
+    from tui.widgets.decisions_table import DecisionsTable  # late: the table imports nothing of ours
 
     tables = list(screen.query(DecisionsTable))
     if not tables:
@@ -58,7 +58,7 @@ def recording_lines(screen: Screen | None) -> list[str]:
     """The full recording path (or what is replayed) from the screen's status line(s)."""
     if screen is None:
         return []
-    from tui.status_bar import StatusBar, human_bytes
+    from tui.widgets.status_bar import StatusBar, human_bytes
 
     lines = []
     for bar in screen.query(StatusBar):

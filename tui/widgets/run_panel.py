@@ -21,15 +21,15 @@ from textual.geometry import Size
 
 from engine.analysis.runway import LateFix, Runway, forecast, late_fix, latest_change
 from engine.timeaxis import axis_of
-from tui import palette
-from tui.abort_banner import AbortBanner
-from tui.decisions_table import DecisionsTable
-from tui.event_log import EventLog
+from tui.widgets import palette
+from tui.widgets.abort_banner import AbortBanner
+from tui.widgets.decisions_table import DecisionsTable
+from tui.widgets.event_log import EventLog
 from tui.messages import StepSelected
-from tui.run_plot import Line, Marker, RunPlot
+from tui.widgets.run_plot import Line, Marker, RunPlot
 from tui.run_view import RunView
-from tui.status_bar import Status, StatusBar
-from tui.step_detail import StepDetail
+from tui.widgets.status_bar import Status, StatusBar
+from tui.widgets.step_detail import StepDetail
 
 Mode = Literal["live", "replay"]
 

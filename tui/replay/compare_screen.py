@@ -4,7 +4,7 @@ Space, the arrows, n/N and g move both runs at once. Each run keeps its own stat
 numbers, the runway), its abort banner and its decisions table, ending at the step it is at; the
 plots draw both runs on shared axes with one cursor line. The first step where the runs'
 decisions differ is marked in both tables (◆) and `d` jumps there. `t` aligns the runs on
-simulated time instead of on step number (see tui.ab_timeline). A run that ended first (it
+simulated time instead of on step number (see tui.replay.ab_timeline). A run that ended first (it
 aborted) stays at its end, banner and all, while the other goes on.
 
 It is built from the same widgets as the replay screen (StatusBar, AbortBanner, RunPlot,
@@ -26,19 +26,19 @@ from engine.analysis.divergence import decision_diff, first_difference
 from engine.analysis.runway import late_fix
 from engine.stream.records import StepRecord
 from engine.timeaxis import axis_of
-from tui import palette
-from tui.ab_timeline import Align, Timeline
-from tui.abort_banner import AbortBanner
-from tui.decisions_table import DecisionsTable
-from tui.goto_step import GotoStep
-from tui.help_screen import HelpScreen, describe_bindings
-from tui.key_footer import KeyFooter
+from tui.widgets import palette
+from tui.replay.ab_timeline import Align, Timeline
+from tui.widgets.abort_banner import AbortBanner
+from tui.widgets.decisions_table import DecisionsTable
+from tui.widgets.goto_step import GotoStep
+from tui.widgets.help_screen import HelpScreen, describe_bindings
+from tui.widgets.key_footer import KeyFooter
 from tui.messages import SeekRequested, StepSelected
-from tui.replay_bar import ReplayBar
-from tui.run_panel import runway_at
-from tui.run_plot import Line, Marker, RunPlot
+from tui.widgets.replay_bar import ReplayBar
+from tui.widgets.run_panel import runway_at
+from tui.widgets.run_plot import Line, Marker, RunPlot
 from tui.run_view import RunView
-from tui.status_bar import Status, StatusBar
+from tui.widgets.status_bar import Status, StatusBar
 
 LETTERS = "AB"
 TICK_HZ = 12

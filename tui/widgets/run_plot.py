@@ -30,9 +30,9 @@ from textual import events
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
-from tui import palette
+from tui.widgets import palette
 from tui.messages import SeekRequested
-from tui.palette import RGB
+from tui.widgets.palette import RGB
 
 
 @dataclass(frozen=True)

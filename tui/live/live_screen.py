@@ -22,11 +22,11 @@ from engine.spec import RunSpec
 from engine.stream.records import PolicyChanged, StepRecord
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
                           StreamEnded)
-from tui.policy_picker import PolicyPicker
+from tui.live.policy_picker import PolicyPicker
 from tui.run_screen import NAVIGATION, RunScreen
 from tui.run_source import RunSource
 from tui.run_view import RunView
-from tui.status_bar import Status
+from tui.widgets.status_bar import Status
 
 if TYPE_CHECKING:
     from engine.analysis.logs.reference import Reference
@@ -255,7 +255,7 @@ class LiveScreen(RunScreen):
         self.view.reference = self.reference
         self.following = True
         self._plotted = None
-        from tui.run_panel import RunPanel
+        from tui.widgets.run_panel import RunPanel
 
         self.query_one(RunPanel).reset()
         self._start()
