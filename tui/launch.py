@@ -16,12 +16,11 @@ from engine.errors import ConfigError
 from engine.safe_text import safe
 from engine.spec import RunSpec
 from tui.app import ObservatoryApp
+from tui.playhead import MAX_SPEED, MIN_SPEED
 from tui.run_view import RunView
 
 if TYPE_CHECKING:
     from tui.live.live_screen import SourceFactory
-
-MIN_SPEED, MAX_SPEED = 0.25, 64.0
 
 
 def _fail(message: str) -> int:

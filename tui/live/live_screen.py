@@ -253,7 +253,7 @@ class LiveScreen(RunScreen):
         self.recording, self.recording_bytes, self.recording_saved = None, 0, False
         self.view = RunView()
         self.view.reference = self.reference
-        self.following = True
+        self.playhead = self._playhead_for(self.view, following=True, ended=False)
         self._plotted = None
         from tui.widgets.run_panel import RunPanel
 
