@@ -105,6 +105,9 @@ def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, 
         return _fail(str(exc))
     code = app.run()
     screen = app.main_screen
+    refusal = getattr(screen, "refusal", None)
+    if refusal:  # a wrong token, a closed port, a peer that is not an observatory
+        return _fail(refusal)
     view = getattr(screen, "view", None)
     if view is not None and view.header is None and getattr(screen, "stage", ""):
         # quit before the first step (a model can take minutes to load): say what was cut short

@@ -157,7 +157,7 @@ class RunScreen(Screen):
     def on_stream_ended(self, message: StreamEnded) -> None:
         self.stream_over = True
         self.on_records_arrived(RecordsArrived())  # anything queued before the end
-        if message.error:
+        if message.error and not message.refused:  # refused: the screen leaves and says why
             self.view.notice(f"stream ended: {message.error}", "error")
             self.notify(message.error, title="stream", severity="error", timeout=10)
         self.ended(message)

@@ -28,7 +28,10 @@ from engine.stream.protocol import (COMMAND_OPS, PROTOCOL_VERSION, Ack, Closing,
                                     StateChanged, Welcome, decode_incoming, encode_line)
 from engine.stream.records import Header, Record, RunFinished
 
-CONNECT_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 3.0
+"""How long connecting, and then the server's answer to the hello, may take each. A peer that
+accepts but never answers (not an observatory) is refused after about this long, so a refused
+`live --connect` ends, with its reason, within 5 s of the attempt."""
 LinkItem = Header | Record | Ack | Progress | RecordingStatus | StateChanged | Disconnected
 
 
@@ -162,6 +165,10 @@ def connect(address: str, token: str, client: str = "tui") -> EngineLink:
         stream = sock.makefile("rb")
         line = stream.readline()
         answer = decode_incoming(line) if line.endswith(b"\n") else None
+    except socket.timeout:
+        sock.close()
+        raise ConfigError(f"{address} did not answer within {CONNECT_TIMEOUT_S:g} s: is it "
+                          f"`observatory serve`?") from None
     except (OSError, msgspec.DecodeError) as exc:
         sock.close()
         raise ConfigError(f"{address} did not answer like an observatory engine "

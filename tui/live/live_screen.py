@@ -76,6 +76,7 @@ class LiveScreen(RunScreen):
         self.recording_bytes = 0
         self.recording_saved = False  # the last recording was closed whole
         self.recordings: list[str] = []  # every recording the engine wrote for this screen
+        self.refusal: str | None = None  # why the engine could not be reached: the app exits
         self.stream_over = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -134,6 +135,11 @@ class LiveScreen(RunScreen):
         self.request_frame()
 
     def ended(self, message: StreamEnded) -> None:
+        if message.refused and self.view.header is None:
+            # nothing arrived and nothing will: leave, and let the CLI say why in one line
+            self.refusal = message.error or "the engine could not be reached"
+            self.app.exit(2)
+            return
         view = self.view
         if view.abort is not None:
             self.engine_state = "aborted"
