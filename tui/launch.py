@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 from engine.errors import ConfigError
 from engine.safe_text import safe
 from engine.spec import RunSpec
-from tui.app import ObservatoryApp
 from tui.playhead import MAX_SPEED, MIN_SPEED
-from tui.run_view import RunView
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # textual and the run index load late: `live --connect` refuses before them
+    from tui.app import ObservatoryApp
+    from tui.run_view import RunView
     from tui.live.live_screen import SourceFactory
 
 
@@ -54,12 +54,14 @@ def local_engine_source(record: RecordMode) -> "SourceFactory":
     return open_source
 
 
-def remote_engine_source(address: str, token: str) -> "SourceFactory":
-    """A source attached to `observatory serve` at `address` (one run; no restart)."""
+def remote_engine_source(address: str, token: str, link=None) -> "SourceFactory":
+    """A source attached to `observatory serve` at `address` (one run; no restart), through
+    `link` if the caller has already connected."""
     from engine.stream.client import connect
     from tui.run_source import EngineSource
 
-    return lambda _spec: EngineSource(lambda: connect(address, token, client="tui"))
+    return lambda _spec: EngineSource(
+        lambda: link if link is not None else connect(address, token, client="tui"))
 
 
 def _reference(path: str | None, offset_s: float):
@@ -74,10 +76,11 @@ def _reference(path: str | None, offset_s: float):
 
 def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
              connect: tuple[str, str] | None = None, reference: str | None = None,
-             reference_offset: float = 0.0) -> ObservatoryApp:
+             reference_offset: float = 0.0, link=None) -> ObservatoryApp:
     """The live monitor on a local engine child running `spec`, or attached to a server
     (`connect=(address, token)`, `spec` None), with a real log overlaid if `reference` names
     one. Raises ConfigError for bad arguments."""
+    from tui.app import ObservatoryApp
     from tui.live.live_screen import LiveScreen
 
     if record == "-":
@@ -86,7 +89,7 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
     ref = _reference(reference, reference_offset)
     if connect is not None:
         address, token = connect
-        factory = remote_engine_source(address, token)
+        factory = remote_engine_source(address, token, link)
         return ObservatoryApp(lambda: LiveScreen(None, factory, window, restartable=False,
                                                  title=address, reference=ref))
     assert spec is not None
@@ -97,11 +100,25 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
 def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
          connect: tuple[str, str] | None = None, reference: str | None = None,
          reference_offset: float = 0.0) -> int:
-    """Run the live monitor; print the recordings the engine wrote when it closes."""
+    """Run the live monitor; print the recordings the engine wrote when it closes.
+
+    With `connect`, the handshake comes first, before the app takes the terminal: a refusal
+    (a wrong token, a closed port, a peer that is not an observatory) is one line and exit 2
+    within the handshake's timeout, with no screen drawn and taken down again."""
+    link = None
+    if connect is not None:
+        from engine.stream.client import connect as open_link
+
+        try:
+            link = open_link(*connect, client="tui")
+        except ConfigError as exc:
+            return _fail(str(exc))
     try:
         app = live_app(spec, record, window, connect=connect, reference=reference,
-                       reference_offset=reference_offset)
+                       reference_offset=reference_offset, link=link)
     except ConfigError as exc:
+        if link is not None:
+            link.close()
         return _fail(str(exc))
     code = app.run()
     screen = app.main_screen
@@ -128,6 +145,7 @@ def load_view(path: str, lenient: bool = False) -> tuple[RunView, str | None]:
     Raises engine.stream.reader.RecordingError (a ConfigError) with the reader's message.
     """
     from engine.stream.reader import load
+    from tui.run_view import RunView
 
     view = load(path, lenient=lenient, into=RunView)
     recording = view
@@ -146,8 +164,10 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                lenient: bool = False, autoplay: bool = True, reference: str | None = None,
                reference_offset: float = 0.0) -> ObservatoryApp:
     """Build the replay (one path) or compare (two paths) app; raises ConfigError."""
+    from tui.app import ObservatoryApp
     from tui.replay.compare_screen import CompareScreen
     from tui.replay.replay_screen import ReplayScreen
+    from tui.run_view import RunView
 
     if not 1 <= len(paths) <= 2:
         raise ConfigError(f"replay takes one recording, or two to compare; got {len(paths)}")

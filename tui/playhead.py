@@ -91,7 +91,7 @@ class Playhead:
 
     def __post_init__(self) -> None:
         self.speed = clamp_speed(self.speed)
-        self.position = self.clamp(self.position)
+        self.position = self.last if self.following else self.clamp(self.position)
         self._clock = self.pace.value_of(self.position)
 
     # -- what it covers --------------------------------------------------------------------

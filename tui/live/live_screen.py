@@ -138,7 +138,7 @@ class LiveScreen(RunScreen):
         if message.refused and self.view.header is None:
             # nothing arrived and nothing will: leave, and let the CLI say why in one line
             self.refusal = message.error or "the engine could not be reached"
-            self.app.exit(2)
+            self.app.exit(2, return_code=2)
             return
         view = self.view
         if view.abort is not None:

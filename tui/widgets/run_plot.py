@@ -277,7 +277,8 @@ class RunPlot(PlotextPlot):
         """The legend row, then plotext's chart for the current data, one Strip per row (the
         expensive part)."""
         width, height = self.size.width, self.size.height
-        self._cursor_style = Style(color=Color.from_rgb(*self.color_of(theme.CURSOR)), bold=True)
+        cursor = Color.from_rgb(*self.color_of(theme.CURSOR))
+        self._cursor_style = Style(color=cursor, bold=True)
         legend = self.legend(width)
         legend.align("center", width)
         legend_strip = Strip(list(legend.render(self.app.console, end=""))).crop(0, width)

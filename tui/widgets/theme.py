@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from rich.style import Style
-from textual.color import Color
+from textual.color import Color, ColorParseError
 
 RGB = tuple[int, int, int]
 Variable = str
@@ -35,8 +35,6 @@ legend (each dot keeps its series' colour)."""
 RUN_COLORS: tuple[Variable, ...] = ("primary", "success")
 """A/B replay: run A's and run B's lines on the shared plots (and their names' colour)."""
 
-FALLBACK: RGB = (128, 128, 128)  # a variable no theme defines (never for the names above)
-
 Roles = Callable[[str], Style]
 """A widget's component styles by role ("hot", "muted", ...): what pure text builders take so
 they can be called without an app (tests), where every role is unstyled."""
@@ -57,15 +55,15 @@ def component_roles(widget, prefix: str) -> Roles:
 
 
 def rgb(variables: Mapping[str, str], variable: Variable) -> RGB:
-    """The theme variable's colour as RGB (alpha ignored: plotext draws opaque cells)."""
-    value = variables.get(variable)
-    if value is None:
-        return FALLBACK
-    try:
-        color = Color.parse(value)
-    except Exception:  # "auto 60%" and the like: not a plain colour
-        return FALLBACK
-    return color.rgb
+    """The theme variable's colour as RGB (alpha ignored: plotext draws opaque cells). A
+    variable that is not a plain colour ("auto 60%") or that the theme lacks falls back to the
+    theme's foreground."""
+    for name in (variable, "foreground"):
+        try:
+            return Color.parse(variables[name]).rgb
+        except (KeyError, ColorParseError):
+            continue
+    raise ValueError(f"the theme has neither ${variable} nor $foreground as a colour")
 
 
 def variables_of(app) -> Mapping[str, str]:
