@@ -64,20 +64,20 @@ def decisions_summary(s: StepRecord) -> str:
 
 
 class CompareScreen(Screen):
-    BINDINGS = [
+    BINDINGS = [  # in priority order: a narrow footer shows the first ones that fit
         Binding("space", "play", "play/pause", priority=True),
+        Binding("d", "first_difference", "1st difference"),
+        Binding("t", "align", "align step/time"),
+        Binding("n", "jump(1)", "next event"),
+        Binding("N", "jump(-1)", "prev event"),
         Binding("left", "step(-1)", "-1", key_display="←", priority=True),
         Binding("right", "step(1)", "+1", key_display="→", priority=True),
+        Binding("left_square_bracket", "speed(0.5)", "slower", key_display="["),
+        Binding("right_square_bracket", "speed(2)", "faster", key_display="]"),
         Binding("shift+left", "step(-100)", "-100", key_display="⇧←", priority=True),
         Binding("shift+right", "step(100)", "+100", key_display="⇧→", priority=True),
         Binding("home", "seek_start", "start", priority=True),
         Binding("end", "seek_end", "end", priority=True),
-        Binding("left_square_bracket", "speed(0.5)", "slower", key_display="["),
-        Binding("right_square_bracket", "speed(2)", "faster", key_display="]"),
-        Binding("n", "jump(1)", "next event"),
-        Binding("N", "jump(-1)", "prev event"),
-        Binding("d", "first_difference", "1st difference"),
-        Binding("t", "align", "align step/time"),
         Binding("g", "goto", "go to"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
