@@ -23,6 +23,7 @@ from rich.style import Style
 from textual import events
 from textual.binding import Binding
 from textual.geometry import Size
+from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -193,12 +194,14 @@ class DecisionsTable(Widget, can_focus=True):
         Binding("enter", "choose", "show step", show=False),
     ]
 
+    marked: reactive[int | None] = reactive(None)
+    """A step drawn with a mark in its step cell (the A/B replay's first difference)."""
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._view: RunView | None = None
         self._top = 0  # the step the screen shows: the newest row we may draw
         self._widths: list[int] = []
-        self._marked: int | None = None
         self.anchor: int | None = None  # step on the first row; None: follow _top
         self.cursor_step: int | None = None  # highlighted step; None: the first row
         self._cache: dict[int, list[Segment]] = {}
@@ -246,17 +249,8 @@ class DecisionsTable(Widget, can_focus=True):
         self._header = Strip(_segments(titles, self._widths, self._styles))
         self.refresh()
 
-    @property
-    def marked(self) -> int | None:
-        return self._marked
-
-    @marked.setter
-    def marked(self, step: int | None) -> None:
-        """A step drawn with a mark in its step cell (the A/B replay's first difference)."""
-        if step != self._marked:
-            self._marked = step
-            self._cache = {}
-            self.refresh()
+    def watch_marked(self) -> None:
+        self._cache = {}  # the marked row is drawn anew (reactive refreshes the widget)
 
     # -- data -----------------------------------------------------------------------------
 
@@ -310,7 +304,7 @@ class DecisionsTable(Widget, can_focus=True):
             segments = []
             if record is not None:
                 cells = row_cells(record, self.columns)
-                if number == self._marked:
+                if number == self.marked:
                     cells[0] = (f"◆{cells[0][0]}", "mark")
                 segments = _segments(cells, self._widths, self._styles)
             if number % 2:  # zebra stripes, styled once here rather than on every render

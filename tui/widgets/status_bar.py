@@ -13,6 +13,7 @@ to go. The recording's full path is in the help screen (`?`), not here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -29,6 +30,36 @@ POLICY_ROLES = {"off": "policy-off", "strict": "policy-strict", "watermark": "po
 STATE_ROLES = {"running": "running", "paused": "paused", "aborted": "aborted",
                "finished": "over", "stopped": "over", "replay": "over", "starting": "starting",
                "disconnected": "aborted"}
+def _count(name: str) -> Callable[[StepRecord, int], str]:
+    return lambda s, level: f"{getattr(s, name):,}" if level < 3 else str(getattr(s, name))
+
+
+def _percent(name: str) -> Callable[[StepRecord, int], str]:
+    return lambda s, level: f"{getattr(s, name):.{1 if level < 3 else 0}f}%"
+
+
+@dataclass(frozen=True)
+class KeyNumber:
+    """One of line 1's numbers: its label at each verbosity level (0 words ... 3
+    abbreviations), its value, and when it is hot (drawn as a warning)."""
+
+    labels: tuple[str, str, str, str]
+    value: Callable[[StepRecord, int], str]
+    hot: Callable[[StepRecord], bool] = lambda s: False
+
+
+KEY_NUMBERS: dict[str, tuple[KeyNumber, ...]] = {
+    "v0": (KeyNumber(("running", "running", "run", "run"), _count("running")),
+           KeyNumber(("swapped", "swapped", "swap", "swp"), _count("swapped"),
+                     lambda s: s.swapped > 0),
+           KeyNumber(("waiting", "waiting", "wait", "wt"), _count("waiting")),
+           KeyNumber(("GPU KV", "GPU", "GPU", "GPU"), _percent("gpu_pct")),
+           KeyNumber(("CPU KV", "CPU", "CPU", "CPU"), _percent("cpu_pct"),
+                     lambda s: s.cpu_pct >= 50)),
+}
+"""Line 1's numbers by engine kind (the recording header's `engine`): another kind's queues
+are one more entry here. A kind without an entry is shown as V0."""
+
 LEVELS = 5  # line 1's verbosity levels, 0 (words) to 4 (abbreviations, no recording size)
 
 
@@ -228,18 +259,10 @@ def key_numbers(view: RunView, status: Status, level: int, roles: Roles = unstyl
     else:
         number = f"{s.step:,}" if level < 3 else str(s.step)
         text.append(f"{sep}step {number}" if level < 3 else f" #{number}")
-        labels = (("running", "swapped", "waiting", "GPU KV", "CPU KV"),
-                  ("running", "swapped", "waiting", "GPU", "CPU"),
-                  ("run", "swap", "wait", "GPU", "CPU"),
-                  ("run", "swp", "wt", "GPU", "CPU"))[level]
-        waiting = f"{s.waiting:,}" if level < 3 else str(s.waiting)
-        text.append(f"{sep}{labels[0]} {s.running}{sep}{labels[1]} ")
-        text.append(str(s.swapped), roles("hot") if s.swapped else "")
-        text.append(f"{sep}{labels[2]} {waiting}{sep}{labels[3]} ")
-        pct = "{:.1f}%" if level < 3 else "{:.0f}%"
-        text.append(pct.format(s.gpu_pct))
-        text.append(f"{sep}{labels[4]} ")
-        text.append(pct.format(s.cpu_pct), roles("hot") if s.cpu_pct >= 50 else "")
+        kind = view.header.engine if view.header is not None else "v0"
+        for key in KEY_NUMBERS.get(kind, KEY_NUMBERS["v0"]):
+            text.append(f"{sep}{key.labels[level]} ")
+            text.append(key.value(s, level), roles("hot") if key.hot(s) else "")
     if status.source is None:
         text.append(sep + (" " if level < 2 else ""))
         if status.recording:
