@@ -28,11 +28,11 @@ from engine.stream.protocol import (COMMAND_OPS, PROTOCOL_VERSION, Ack, Closing,
                                     StateChanged, Welcome, decode_incoming, encode_line)
 from engine.stream.records import Header, Record, RunFinished
 
-CONNECT_TIMEOUT_S = 4.0
+CONNECT_TIMEOUT_S = 3.5
 """How long connecting, and then the server's answer to the hello, may take each. A peer that
 accepts but never answers (not an observatory) is refused after this long, so a refused
-`live --connect` ends, with its reason, within 5 s; a serve answers in milliseconds, or in
-about 2 s while its engine starts on a loaded machine."""
+`live --connect` ends, with its reason, within 5 s (bench/bench_connect_refusal.py); a serve
+answers in milliseconds, or in up to about 2.5 s while its engine starts on a loaded machine."""
 LinkItem = Header | Record | Ack | Progress | RecordingStatus | StateChanged | Disconnected
 
 
