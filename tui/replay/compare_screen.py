@@ -152,6 +152,12 @@ class CompareScreen(Screen):
         self.set_interval(1 / TICK_HZ, self._tick)
         self.redraw(force_plots=True)
 
+    def notify_style_update(self) -> None:
+        """A new theme: the difference line was styled in the old one's colours."""
+        super().notify_style_update()
+        if self.is_mounted:
+            self.call_later(self.redraw, False)
+
     def on_resize(self) -> None:
         # two banners of two lines each leave no room for the tables below 32 rows: keep
         # their first line (the abort and its step)

@@ -43,7 +43,8 @@ class StepDetail(Static):
 
     def show(self, step: StepRecord | None, *, pinned: bool = False,
              show_wall: bool = True, axis: TimeAxis = SIM) -> None:
-        key = (step.step if step is not None else -1, pinned, self.app.theme)
+        key = (step.step if step is not None else -1, pinned)
+        self._args = (step, pinned, show_wall, axis)
         if key == self._shown:
             return
         self._shown = key
@@ -53,6 +54,16 @@ class StepDetail(Static):
         roles = component_roles(self, "step-detail")
         self.update(self.describe(step, show_wall, axis, roles) if step is not None
                     else "no steps yet", layout=False)
+
+    def notify_style_update(self) -> None:
+        """A new theme: describe the step again in its colours."""
+        super().notify_style_update()
+        args = getattr(self, "_args", None)
+        if args is not None and self.is_mounted:
+            self._shown = None
+            step, pinned, show_wall, axis = args
+            self.call_later(lambda: self.show(step, pinned=pinned, show_wall=show_wall,
+                                              axis=axis))
 
     @staticmethod
     def describe(s: StepRecord, show_wall: bool = True, axis: TimeAxis = SIM,
