@@ -24,7 +24,7 @@ MARKS = [
     ("name→", "that series is drawn against the right-hand axis"),
     ("┃ policy", "a policy change (the first step the new policy governs)"),
     ("┃ abort", "the abort (the last step that completed)"),
-    ("┃ (bold)", "replay: the cursor"),
+    ("┃ bold", "replay: the cursor"),
 ]
 MOUSE = [
     ("click plot", "replay: seek to the step under the mouse"),
@@ -46,7 +46,7 @@ def widget_sections(screen: Screen | None) -> list[tuple[str, list[tuple[str, st
     """Keys of the focusable widgets on `screen` that have their own bindings."""
     if screen is None:
         return []
-    from tui.widgets.decisions_table import DecisionsTable  # late: the table imports nothing of ours
+    from tui.widgets.decisions_table import DecisionsTable  # late: only when asked
 
     tables = list(screen.query(DecisionsTable))
     if not tables:

@@ -148,27 +148,89 @@ class StatusBar(Static):
         background: $boost;
         padding: 0 1;
     }
-    StatusBar > .status-bar--policy-off { background: $error; color: $foreground; text-style: bold; }
-    StatusBar > .status-bar--policy-strict { background: $success; color: $background; text-style: bold; }
-    StatusBar > .status-bar--policy-watermark { background: $warning; color: $background; text-style: bold; }
-    StatusBar > .status-bar--policy { text-style: bold reverse; }
-    StatusBar > .status-bar--pending { background: $accent; color: $background; text-style: bold; }
-    StatusBar > .status-bar--running { color: $success; text-style: bold; }
-    StatusBar > .status-bar--paused { color: $warning; text-style: bold; }
-    StatusBar > .status-bar--aborted { color: $error; text-style: bold; }
-    StatusBar > .status-bar--over { color: $text-primary; text-style: bold; }
-    StatusBar > .status-bar--starting { text-style: italic; }
-    StatusBar > .status-bar--hot { color: $text-error; text-style: bold; }
-    StatusBar > .status-bar--warn { background: $error; color: $foreground; text-style: bold; }
-    StatusBar > .status-bar--caution { color: $warning; text-style: bold; }
-    StatusBar > .status-bar--good { color: $success; text-style: bold; }
-    StatusBar > .status-bar--rec { color: $text-error; text-style: bold; }
-    StatusBar > .status-bar--muted { text-style: dim; }
-    StatusBar > .status-bar--hint { text-style: bold reverse; }
-    StatusBar > .status-bar--bold { text-style: bold; }
-    StatusBar > .status-bar--source { color: $text-primary; }
-    StatusBar > .status-bar--run-0 { color: $primary; text-style: bold; }
-    StatusBar > .status-bar--run-1 { color: $success; text-style: bold; }
+    StatusBar > .status-bar--policy-off {
+        background: $error;
+        color: $foreground;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--policy-strict {
+        background: $success;
+        color: $background;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--policy-watermark {
+        background: $warning;
+        color: $background;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--policy {
+        text-style: bold reverse;
+    }
+    StatusBar > .status-bar--pending {
+        background: $accent;
+        color: $background;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--running {
+        color: $success;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--paused {
+        color: $warning;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--aborted {
+        color: $error;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--over {
+        color: $text-primary;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--starting {
+        text-style: italic;
+    }
+    StatusBar > .status-bar--hot {
+        color: $text-error;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--warn {
+        background: $error;
+        color: $foreground;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--caution {
+        color: $warning;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--good {
+        color: $success;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--rec {
+        color: $text-error;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--muted {
+        text-style: dim;
+    }
+    StatusBar > .status-bar--hint {
+        text-style: bold reverse;
+    }
+    StatusBar > .status-bar--bold {
+        text-style: bold;
+    }
+    StatusBar > .status-bar--source {
+        color: $text-primary;
+    }
+    StatusBar > .status-bar--run-0 {
+        color: $primary;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--run-1 {
+        color: $success;
+        text-style: bold;
+    }
     #textual-toastrack {
         dock: top;
         align: right top;
