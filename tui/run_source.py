@@ -20,7 +20,7 @@ from typing import Any, Callable, Protocol
 
 from textual.message_pump import MessagePump
 
-from engine.errors import ConfigError
+from engine.errors import ObservatoryError
 from engine.stream.records import Header, Record
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
                           RecordsArrived, StreamEnded)
@@ -48,9 +48,9 @@ class RunSource(Protocol):
         """Stop reading and let go of the engine (it finishes its recording on its own)."""
 
 
-class SourceRefused(ConfigError):
+class SourceRefused(ObservatoryError):
     """The source could not be opened at all (connect refused, unreachable, not an
-    observatory). One line, as every ConfigError."""
+    observatory; an engine child that cannot start). One line, as every ObservatoryError."""
 
 
 class _QueuedSource:
@@ -98,7 +98,7 @@ class _QueuedSource:
             self._read()
         except SourceRefused as exc:  # it never opened: the reason is all there is
             error, refused = str(exc), True
-        except ConfigError as exc:  # RecordingError, a bad line from the peer: one line
+        except ObservatoryError as exc:  # RecordingError, PeerError: one line
             error = str(exc)
         except ConnectionError as exc:  # the link ended without the run's end record
             error = str(exc) or "the connection to the engine closed"
@@ -166,7 +166,7 @@ class EngineSource(_QueuedSource):
 
         try:
             self._link = link = self._open_link()
-        except ConfigError as exc:
+        except ObservatoryError as exc:
             raise SourceRefused(str(exc)) from None
         if self._stop.is_set():
             link.close()
