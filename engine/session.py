@@ -48,7 +48,8 @@ from engine.adapters.v0.build import BuiltEngine, build_engine
 from engine.adapters.v0.step_record import build_step_record
 from engine.policy import Policy, parse_policy
 from engine.spec import RunSpec
-from engine.stream.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, LogLine,
+from engine.stream.records import (MEASURED_RESOLUTION_S, SCHEMA_VERSION, Arrivals,
+                                   EngineAborted, Header, LogLine, measured,
                                    ObserverError, PolicyChanged, Record, RunFinished)
 from engine.workload import Request, Workload
 
@@ -161,6 +162,7 @@ class Session:
             host=socket.gethostname(),
             time_axis="gpu" if spec.backend == "gpu" else "sim",
             device=device_info.describe(spec.backend),
+            time_resolution_s=MEASURED_RESOLUTION_S,
         )
 
     def start(self) -> None:
@@ -305,7 +307,9 @@ class Session:
                                            time.perf_counter() - self._t0, fans_out)
             except Exception as exc:
                 raise _ObserverFault("build_step_record", exc) from exc
-            record.exec_s = self._exec_timer.take() if self._exec_timer is not None else 0.0
+            record.exec_s = measured(self._exec_timer.take()) if self._exec_timer is not None \
+                else 0.0
+            record.wall_s = measured(record.wall_s)
             sim_s = record.sim_s
             self._emit_logs(step)
             self._emit(record)
