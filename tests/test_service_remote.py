@@ -58,7 +58,7 @@ class Serve:
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGTERM)
         try:
-            return self.process.wait(10)
+            return self.process.wait(60)  # the next step boundary: slow on a loaded machine
         except subprocess.TimeoutExpired:
             os.kill(self.process.pid, signal.SIGKILL)
             return self.process.wait(10)

@@ -22,7 +22,7 @@ import psutil
 from engine.stream.reader import load
 
 ROOT = Path(__file__).resolve().parents[1]
-START_TIMEOUT_S = 180.0  # the child imports vLLM: slow on a loaded 2-core machine
+START_TIMEOUT_S = 400.0  # the child imports vLLM: minutes on a heavily loaded 2-core machine
 
 
 def _drain(fd: int, stop: threading.Event) -> None:
