@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.stream.reader import load  # noqa: E402
-from engine.stream.recorder import Recorder  # noqa: E402
+from engine.stream.recorder import ZSTD_LEVEL, Recorder  # noqa: E402
 from engine.stream.records import Header, RunFinished, StepRecord  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402
 
@@ -190,7 +190,7 @@ def check_bytes(path: Path, drop_exec_s: bool = False) -> tuple[int, int]:
 
     def compress(keep_checks: bool) -> int:
         out = 0
-        obj = zstandard.ZstdCompressor(level=3, write_checksum=True).compressobj()
+        obj = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True).compressobj()
         block: list[bytes] = []
         for line in lines:
             is_check = line.startswith(b'{"kind":"check"')
@@ -243,7 +243,8 @@ def main() -> int:
                     off_cpu.append(cpu_rate)
 
         # 1. bytes per step
-        print("== bytes per step (zstd level 3, a block per 0.5 s flush, a frame per MB)")
+        print(f"== bytes per step (zstd level {ZSTD_LEVEL}, a block per 0.5 s flush, a frame per "
+              f"MB)")
         warm = tmpdir / "warmup.jsonl.zst"
         size, steps = sizes[0] if sizes else (warm.stat().st_size,
                                               sum(isinstance(i, StepRecord) for i in items))
