@@ -28,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -145,9 +146,12 @@ def bounds_cost(path: Path, pairs: int) -> tuple[float, float]:
 
     from engine.stream.records import RECORD_TYPES
 
+    def bare(kind: Any) -> Any:
+        """Annotated[int, Meta(...)] -> int; anything else (Optional[X] too) as it is."""
+        return kind.__origin__ if typing.get_origin(kind) is typing.Annotated else kind
+
     def plain(cls: type) -> type:
-        fields = [(f.name, getattr(f.type, "__origin__", f.type)) if f.required else
-                  (f.name, getattr(f.type, "__origin__", f.type), f.default)
+        fields = [(f.name, bare(f.type)) if f.required else (f.name, bare(f.type), f.default)
                   for f in msgspec.structs.fields(cls)]
         config = cls.__struct_config__
         return msgspec.defstruct(cls.__name__, fields, tag=config.tag, tag_field="kind",
