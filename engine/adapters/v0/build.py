@@ -333,13 +333,17 @@ def resolve(spec: RunSpec) -> Resolved:
     }
     if translation is not None:
         args["swap_space_from_num_cpu_blocks"] = translation
+    platform = fam.platform_class()
     if spec.backend == "sim":
         executor_name = "engine.adapters.v0.sim_executor.SimExecutor"  # configured per spec
     else:
         executor_name = _dotted(executor)
+        if platform is not None and platform.endswith(".UnspecifiedPlatform"):
+            notes.append("vLLM's platform detection found no device on this machine "
+                         "(UnspecifiedPlatform); on a CUDA host it detects its CUDA platform")
     return Resolved(backend=spec.backend, vllm_version=vllm.__version__,
                     engine=release.engine, api_family=release.family,
-                    executor_class=executor_name, platform_class=fam.platform_class(),
+                    executor_class=executor_name, platform_class=platform,
                     device_type=args["device"], cuda_available=cuda, model=spec.model_name,
                     model_source=model_source, tokenizer_source=tokenizer_source,
                     engine_args=args, notes=notes)
