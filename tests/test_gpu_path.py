@@ -121,28 +121,40 @@ def test_the_named_executor_is_the_one_vllm_itself_picks():
 @pytest.mark.every_vllm
 @pytest.mark.skipif(cuda_available(), reason="has CUDA: tests/test_gpu_backend.py builds it")
 def test_the_gpu_engine_builds_up_to_the_device(tmp_path):
-    """The whole gpu build (config, tokenizer, vLLM's executor and its worker) on a CPU, with
-    only the CUDA check lifted: it gets as far as the worker asking for the device, and says so
-    in one line."""
+    """The gpu build on a CPU: the config (the demo's num_cpu_blocks as a swap space), then
+    vLLM's own `LLMEngine` with a real tokenizer and the executor vLLM picked, which is where
+    the device is needed. The failure must come from inside that executor (its worker asking
+    for CUDA, or from 0.7 on, the worker class that only a detected CUDA platform names),
+    so everything before it was built."""
     out = _python(f"""
-        import importlib.util, json
+        import importlib.util, inspect, json, traceback
+        import msgspec
         spec = importlib.util.spec_from_file_location("gpu_smoke", {str(ROOT / "bench" / "gpu_smoke.py")!r})
         smoke = importlib.util.module_from_spec(spec); spec.loader.exec_module(smoke)
         model = str(smoke.build_tiny_opt({str(tmp_path / "tiny")!r}))
         from engine.adapters.v0 import build
-        from engine.errors import ConfigError
+        from engine.adapters.versions import family
         from engine.spec import preset_spec
-        build.cuda_available = lambda: True  # only the observatory's own check
+        run = msgspec.structs.replace(preset_spec("demo", backend="gpu", model=model,
+                                                  tokenizer=model), prompt_len=None).validated()
+        fam = family("gpu")
+        config, translation = build.engine_config(run)
+        executor = build.executor_class(run, config)
+        from vllm import LLMEngine
+        from vllm.usage.usage_lib import UsageContext
         try:
-            build.build_engine(preset_spec("seed-5578", backend="gpu", model=model,
-                                           tokenizer=model, requests=8).validated())
-            print(json.dumps({{"built": True}}))
-        except ConfigError as exc:
-            print(json.dumps({{"built": False, "error": str(exc)}}))
+            fam.construct(LLMEngine, config, executor_class=executor, log_stats=True,
+                          usage_context=UsageContext.ENGINE_CONTEXT)
+            result = {{"built": True}}
+        except Exception as exc:
+            frames = [frame.filename for frame in traceback.extract_tb(exc.__traceback__)]
+            result = {{"built": False, "error": f"{{type(exc).__name__}}: {{exc}}",
+                      "frames": frames, "executor_file": inspect.getfile(executor)}}
+        result["derived_cpu_blocks"] = translation["derived_cpu_blocks"]
+        print(json.dumps(result))
     """)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["derived_cpu_blocks"] == 512
     assert result["built"] is False
-    message = result["error"]
-    assert "\n" not in message
-    assert any(word in message for word in ("CUDA", "NVIDIA", "cuda", "driver")), message
+    assert result["executor_file"] in result["frames"], result
