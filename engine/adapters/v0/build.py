@@ -341,6 +341,7 @@ def resolve(spec: RunSpec) -> Resolved:
         if platform is not None and platform.endswith(".UnspecifiedPlatform"):
             notes.append("vLLM's platform detection found no device on this machine "
                          "(UnspecifiedPlatform); on a CUDA host it detects its CUDA platform")
+        notes += getattr(fam, "platform_notes", lambda: [])()
     return Resolved(backend=spec.backend, vllm_version=vllm.__version__,
                     engine=release.engine, api_family=release.family,
                     executor_class=executor_name, platform_class=platform,

@@ -37,15 +37,19 @@ def check_backend(backend: str | None) -> None:
 
     Up to 0.9, `EngineArgs.device="cuda"` (engine_kwargs) resolves the config without any
     platform, so both backends keep vLLM's own detection. From 0.10 there is no `device`: the
-    sim installs its platform (engine.adapters.v0.sim_platform); a gpu engine keeps vLLM's
-    detection, which a process that installed the sim platform can no longer give."""
+    sim installs its platform (engine.adapters.v0.sim_platform); gpu keeps vLLM's detection,
+    and only where that found no device (no gpu engine can be built here: a dry run) are the
+    engine arguments resolved on the sim's platform, which the dry run says. A process that
+    ran a sim engine can no longer give a gpu engine vLLM's detection."""
     if _HAS_DEVICE or backend is None:
         return
     if backend == "sim":
         sim_platform.install()
-    elif sim_platform.installed():
+        return
+    if sim_platform.installed() and sim_platform.detected() is None:
         raise ConfigError("this process runs vLLM on the sim platform; a gpu engine needs a "
                           "process of its own")
+    sim_platform.stand_in_for_config()
 
 
 check_backend(process_backend())  # before the imports below resolve vLLM's platform
@@ -80,11 +84,24 @@ def gpu_executor_class(config: Any) -> type:
 
 
 def platform_class() -> str | None:
-    """vLLM's platform class in effect (dotted path)."""
+    """The platform class vLLM's own detection chose (dotted path): the sim's for a sim
+    engine on 0.10, and never a stand-in for gpu (engine.adapters.v0.sim_platform)."""
     import vllm.platforms
 
+    if sim_platform.detected() is not None:
+        return sim_platform.detected()
     cls = type(vllm.platforms.current_platform)
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def platform_notes() -> list[str]:
+    """What a dry run must say about the platform the engine arguments were resolved on."""
+    if sim_platform.detected() is None:
+        return []
+    return ["vLLM's own CUDA platform cannot load without libcuda, so the engine arguments "
+            "were resolved on a stand-in that only names the CUDA device "
+            "(engine.adapters.v0.sim_platform); on a CUDA host vLLM detects "
+            "vllm.platforms.cuda.CudaPlatform"]
 
 
 def construct(engine_class: Any, config: Any, **kwargs: Any) -> Any:
