@@ -24,7 +24,7 @@ import msgspec
 import pytest
 
 from engine.adapters.v0.build import cuda_available, shutdown_engine, sim_model_dir
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EngineError
 from engine.session import Session
 from engine.spec import preset_spec
 from engine.stream.records import (SCHEMA_VERSION, Arrivals, DeviceInfo, Header, StepRecord,
@@ -349,7 +349,7 @@ def test_a_model_directory_without_a_tokenizer_is_one_line(tmp_path):
     shutil.copy(Path(sim_model_dir("opt-125m")) / "config.json", model / "config.json")
     config = EngineArgs(model=str(model), num_gpu_blocks_override=64,
                         enforce_eager=True).create_engine_config()
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(EngineError) as caught:
         with build_errors(str(model)):
             LLMEngine(**config.to_dict(), executor_class=SimExecutor.configured(64, 64, 0, 0.0),
                       log_stats=False)
@@ -381,7 +381,7 @@ def test_build_failures_name_their_cause_in_one_line(exc, cause):
 
     from engine.adapters.v0.build_errors import build_errors
 
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(EngineError) as caught:
         with build_errors("m"):
             raise eval(exc)
     assert cause in str(caught.value) and "\n" not in str(caught.value)
@@ -650,13 +650,14 @@ def test_a_gpu_model_that_does_not_exist_is_one_line_naming_the_cause(tmp_path):
     result = _offline_python(f"""
         import json
         from engine.adapters.v0.build import engine_config
-        from engine.errors import ConfigError
+        from engine.errors import ObservatoryError
         from engine.spec import preset_spec
         try:
             engine_config(preset_spec("demo", backend="gpu", model={missing!r}).validated())
             print(json.dumps({{"error": None}}))
-        except ConfigError as exc:
-            print(json.dumps({{"error": str(exc)}}))
+        except ObservatoryError as exc:
+            print(json.dumps({{"error": str(exc), "kind": type(exc).__name__}}))
     """)
     message = result["error"]
     assert message and "\n" not in message and "model not found" in message and missing in message
+    assert result["kind"] == "EngineError"

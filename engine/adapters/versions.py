@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
 
-from engine.errors import ConfigError
+from engine.errors import EngineError
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,12 @@ def supported_line() -> str:
 
 
 def require_supported() -> Release:
-    """The installed release, or ConfigError naming the supported ones and their commands."""
+    """The installed release, or EngineError naming the supported ones and their commands."""
     version = installed_version()
     release = release_for(version)
     if release is None:
         found = "no vLLM is installed" if version is None else f"vLLM {version} is not supported"
-        raise ConfigError(f"{found}; supported: {supported_line()}")
+        raise EngineError(f"{found}; supported: {supported_line()}")
     return release
 
 
@@ -81,7 +81,7 @@ def family(backend: str | None = None) -> ModuleType:
     that backend. A family may choose vLLM's platform for it (`check_backend`): 0.10's sim
     needs a platform without a device, and vLLM resolves its platform once per process, so
     the choice is made as the family loads (before its vLLM imports) or, for a family already
-    loaded, now; a family raises ConfigError for a backend this process can no longer give."""
+    loaded, now; a family raises EngineError for a backend this process can no longer give."""
     global _family, _backend
     if _family is None:
         release = require_supported()

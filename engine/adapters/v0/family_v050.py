@@ -21,7 +21,7 @@ from vllm.sequence import (CompletionSequenceGroupOutput, ExecuteModelRequest,  
                            Logprob, SamplerOutput, SequenceOutput, SequenceStatus)
 from vllm.worker.cache_engine import CacheEngine
 
-from engine.errors import ConfigError
+from engine.errors import EngineError
 
 FANS_OUT = False
 
@@ -39,7 +39,7 @@ def gpu_executor_class(config: Any) -> type:
     device = config.device_config.device_type
     backend = config.parallel_config.distributed_executor_backend
     if device != "cuda" or backend in ("ray", "mp"):
-        raise ConfigError(f"the gpu backend runs one CUDA device; vLLM resolved device "
+        raise EngineError(f"the gpu backend runs one CUDA device; vLLM resolved device "
                           f"{device!r}, executor backend {backend!r}")
     from vllm.executor.gpu_executor import GPUExecutor
 

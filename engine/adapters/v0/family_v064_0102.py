@@ -27,7 +27,7 @@ import vllm.platforms  # noqa: E402
 
 from engine.adapters.v0 import sim_platform  # noqa: E402
 from engine.adapters.versions import process_backend  # noqa: E402
-from engine.errors import ConfigError  # noqa: E402
+from engine.errors import EngineError  # noqa: E402
 
 _HAS_DEVICE = tuple(int(p) for p in vllm.__version__.split(".")[:2]) < (0, 10)
 
@@ -47,7 +47,7 @@ def check_backend(backend: str | None) -> None:
         sim_platform.install()
         return
     if sim_platform.installed() and sim_platform.detected() is None:
-        raise ConfigError("this process runs vLLM on the sim platform; a gpu engine needs a "
+        raise EngineError("this process runs vLLM on the sim platform; a gpu engine needs a "
                           "process of its own")
     sim_platform.stand_in_for_config()
 
