@@ -30,7 +30,11 @@ from engine.stream.protocol import (COMMAND_TYPES, PROTOCOL_VERSION, Ack, Closin
                                     make_command)
 from engine.stream.records import Header, Record, RunFinished
 
-CONNECT_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 3.5
+"""How long connecting, and then the server's answer to the hello, may take each. A peer that
+accepts but never answers (not an observatory) is refused after this long, so a refused
+`live --connect` ends, with its reason, within 5 s (bench/bench_connect_refusal.py); a serve
+answers in milliseconds, or in up to about 2.5 s while its engine starts on a loaded machine."""
 LinkItem = Header | Record | Ack | Progress | RecordingStatus | StateChanged | Disconnected
 
 
@@ -136,6 +140,26 @@ class EngineLink:
                 threading.Thread(target=process.wait, name="observatory-reap",
                                  daemon=True).start()
 
+    def wait_gone(self, grace: float = 5.0) -> int | None:
+        """Close, then wait (by PID) until the local engine process has exited; its exit
+        code, or None for a TCP link. A child that is still running after `grace` seconds
+        (it was told to stop; it finishes its recording on its own) gets SIGTERM, which also
+        stops at a step boundary and closes the recording, and after `grace` more, SIGKILL.
+        A restart calls this before it starts the next engine, so two engines (and two
+        models' GPU memory) never overlap."""
+        self.close(timeout=0.0)
+        process = self._process
+        if process is None:
+            return None
+        for last_resort in (process.terminate, process.kill, None):
+            try:
+                return process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                if last_resort is None:
+                    raise
+                last_resort()
+        return process.wait()
+
     def _shutdown(self) -> None:
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
@@ -170,6 +194,10 @@ def connect(address: str, token: str, client: str = "tui") -> EngineLink:
         stream = sock.makefile("rb")
         line = stream.readline()
         answer = decode_incoming(line) if line.endswith(b"\n") else None
+    except socket.timeout:
+        sock.close()
+        raise ConfigError(f"{address} did not answer within {CONNECT_TIMEOUT_S:g} s: is it "
+                          f"`observatory serve`?") from None
     except (OSError, msgspec.DecodeError) as exc:
         sock.close()
         raise PeerError(f"{address} did not answer like an observatory engine "
