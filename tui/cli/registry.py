@@ -14,7 +14,7 @@ import sys
 from typing import Sequence
 
 from engine import console
-from engine.cli.base import EXIT_USAGE, CLISubcommand
+from engine.cli.base import CLISubcommand
 from engine.cli.registry import HEADLESS, build_parser, dispatch
 from tui.cli.live import Live
 from tui.cli.replay import Replay
@@ -23,7 +23,7 @@ from tui.cli.sweep_browse import SweepBrowse
 SUBCOMMANDS: tuple[CLISubcommand, ...] = (*HEADLESS, Live(), Replay(), SweepBrowse())
 """Every subcommand of `observatory`, in the order `--help` lists them."""
 
-DEFAULT = "live"  # what a bare `observatory [flags]` runs
+DEFAULT = Live.name  # what a bare `observatory [flags]` runs
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -37,20 +37,14 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return _run(parse(sys.argv[1:] if argv is None else argv))
-
-
-def _run(args: argparse.Namespace) -> int:
-    if not getattr(args, "subcommand", None):
-        return EXIT_USAGE
-    return dispatch(args)
+    return dispatch(parse(sys.argv[1:] if argv is None else argv))
 
 
 def entry() -> None:
     """The console script (pyproject: `observatory = "tui.cli:entry"`)."""
     args = parse(sys.argv[1:])
-    code = _run(args)
-    if getattr(args, "subcommand", None) is not None and args.subcommand.fast_exit:
+    code = dispatch(args)
+    if args.subcommand.fast_exit:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
