@@ -9,7 +9,6 @@ subcommands; engine/ never imports the UI. Every user error ends as one line on 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any, Sequence
 
 from engine import console
