@@ -5,6 +5,12 @@ A subcommand says its name, its help and its flags in one class and runs in `cmd
 for it is made by `subparser_init` from those, so no module repeats the argparse set-up. The
 registries (engine/cli/registry.py for the headless set, tui/cli/registry.py for all of them)
 list the instances once each.
+
+- A new flag of one subcommand: a line in its `add_arguments`, read in its `cmd` (one module).
+- A new run setting: one annotated RunSpec field (engine/spec.py) is a flag of every command
+  that takes the run flags, a --config key and a --grid key.
+- A new subcommand: a module with one CLISubcommand (in tui/cli/ if it opens the app), and its
+  instance in one registry's tuple.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from engine.cli.base import add_lenient_flag
 from tui.cli.base import TUISubcommand, add_reference_flags, need_terminal
 
 
@@ -17,7 +18,7 @@ class Replay(TUISubcommand):
                             help="recording file, or - (stdin)")
         parser.add_argument("--speed", type=float, default=1.0, help="steps per tick multiplier")
         parser.add_argument("--follow", action="store_true", help="keep reading a growing file")
-        parser.add_argument("--lenient", action="store_true", help="skip corrupt lines")
+        add_lenient_flag(parser, help="skip corrupt lines")
         add_reference_flags(parser)
 
     def cmd(self, args: argparse.Namespace) -> int:
