@@ -13,6 +13,10 @@ requests the swapped queue grows until `_swap_out` finds no CPU block and aborts
 
 This module is pure: it decides from a few numbers, so the rule is testable without vLLM. The
 numbers come from engine.adapters.v0.hooks, the one place that reads the scheduler's internals.
+
+Each policy declares the engine kinds it acts on (`ENGINE_KINDS`, the header's `engine` field):
+strict and watermark gate V0's `_schedule_chunked_prefill`, so they are V0 rules. A policy for
+V1's scheduler is added here, by name, with ("v1",), and its rule next to `withholds_prefills`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,13 @@ from engine.errors import ConfigError
 
 POLICY_NAMES = ("off", "strict", "watermark")
 DEFAULT_WATERMARK = 0.5
+ENGINE_KINDS: dict[str, tuple[str, ...]] = {
+    "off": ("v0", "v1"),  # vLLM as released: nothing to act on, any engine
+    "strict": ("v0",),
+    "watermark": ("v0",),
+}
+"""Which engine kinds (engine.stream.records.ENGINE_KINDS) each policy acts on: every name in
+POLICY_NAMES has an entry. V1 policies go here."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,11 @@ class Policy:
         if self.name == "watermark":
             return f"watermark:{self.watermark:g}"
         return self.name
+
+    @property
+    def engine_kinds(self) -> tuple[str, ...]:
+        """The engine kinds this policy acts on ("v0", "v1")."""
+        return ENGINE_KINDS[self.name]
 
 
 @dataclass(frozen=True)
@@ -76,6 +92,15 @@ def parse_policy(text: str | Policy) -> Policy:
     if not 0.0 < watermark <= 1.0:
         raise ConfigError(f"watermark level must be in (0, 1], got {level}")
     return Policy(name, watermark)
+
+
+def require_engine_kind(policy: Policy, kind: str) -> None:
+    """Raise ConfigError if `policy` does not act on an engine of `kind` (the header's
+    `engine`): a V0 rule on V1's scheduler would silently do nothing."""
+    if kind not in policy.engine_kinds:
+        acts = [name for name, kinds in ENGINE_KINDS.items() if kind in kinds]
+        raise ConfigError(f"policy {policy} acts on the {', '.join(policy.engine_kinds)} engine, "
+                          f"and this vLLM runs the {kind} engine: use {' or '.join(acts)}")
 
 
 def next_policy(current: Policy) -> Policy:

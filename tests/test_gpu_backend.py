@@ -22,7 +22,7 @@ import msgspec
 import pytest
 
 from engine.adapters.v0.build import cuda_available, sim_model_dir
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EngineError
 from engine.session import Session
 from engine.spec import preset_spec
 from engine.stream.records import (SCHEMA_VERSION, Arrivals, DeviceInfo, Header, StepRecord,
@@ -172,8 +172,8 @@ def test_compare_refuses_to_label_mixed_axes_as_one():
 @pytest.mark.parametrize("axis, clock", [("sim", "sim 0.1 s"), ("gpu", "GPU 0.0 s")])
 def test_status_and_detail_label_the_axis(axis, clock):
     from tui.run_view import RunView
-    from tui.status_bar import Status, second_line
-    from tui.step_detail import StepDetail
+    from tui.widgets.status_bar import Status, second_line
+    from tui.widgets.step_detail import StepDetail
 
     view = RunView.from_items(synthetic_run(axis).all_items())
     line = second_line(view, Status(state="finished"), None, 200).plain
@@ -283,7 +283,7 @@ def test_a_model_directory_without_a_tokenizer_is_one_line(tmp_path):
     shutil.copy(Path(sim_model_dir("opt-125m")) / "config.json", model / "config.json")
     config = EngineArgs(model=str(model), num_gpu_blocks_override=64,
                         enforce_eager=True).create_engine_config()
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(EngineError) as caught:
         with build_errors(str(model)):
             LLMEngine(**config.to_dict(), executor_class=SimExecutor.configured(64, 64, 0, 0.0),
                       log_stats=False)
@@ -315,7 +315,7 @@ def test_build_failures_name_their_cause_in_one_line(exc, cause):
 
     from engine.adapters.v0.build_errors import build_errors
 
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(EngineError) as caught:
         with build_errors("m"):
             raise eval(exc)
     assert cause in str(caught.value) and "\n" not in str(caught.value)
@@ -468,9 +468,9 @@ async def test_a_gpu_recording_replays_on_its_measured_axis(tmp_path, demo_run):
     """A real run's records re-labelled as measured on a GPU: the replay's token plot, status
     line and step detail all say "GPU s", and the token rates are over exec_s."""
     from tui.launch import replay_app
-    from tui.run_plot import RunPlot
-    from tui.status_bar import StatusBar
-    from tui.step_detail import StepDetail
+    from tui.widgets.run_plot import RunPlot
+    from tui.widgets.status_bar import StatusBar
+    from tui.widgets.step_detail import StepDetail
 
     items = demo_run("strict", max_steps=300)
     header = msgspec.structs.replace(items[0], backend="gpu", time_axis="gpu",
@@ -516,7 +516,7 @@ def test_a_gpu_model_that_does_not_exist_is_one_line_naming_the_cause(tmp_path, 
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     missing = str(tmp_path / "no-such-model")
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(EngineError) as caught:
         engine_config(preset_spec("demo", backend="gpu", model=missing).validated())
     message = str(caught.value)
     assert "\n" not in message and "model not found" in message and missing in message

@@ -285,7 +285,7 @@ async def test_browser_sorts_and_replays_a_kept_cell(serial_sweep):
     from textual.widgets import DataTable
 
     from tui.cli.sweep_browse import browse_app
-    from tui.sweep_screen import CellReplayScreen, SweepScreen
+    from tui.sweeps.sweep_screen import CellReplayScreen, SweepScreen
 
     out, _ = serial_sweep
     app = browse_app(str(out))

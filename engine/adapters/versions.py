@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
 
-from engine.errors import ConfigError
+from engine.errors import EngineError
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,19 @@ SUPPORTED: tuple[Release, ...] = (
 DEFAULT = SUPPORTED[0]
 
 
+def speaks() -> str:
+    """The releases the observatory speaks, by engine kind, in one phrase for help texts
+    ("the V0 engine of vLLM 0.5.0.post1 to 0.10.2"); made from SUPPORTED, so it stays true as
+    releases and engine kinds are added."""
+    kinds: dict[str, list[str]] = {}
+    for release in SUPPORTED:
+        kinds.setdefault(release.engine, []).append(release.version)
+    return " and ".join(
+        f"the {kind.upper()} engine of vLLM {versions[0]}"
+        + (f" to {versions[-1]}" if len(versions) > 1 else "")
+        for kind, versions in kinds.items())
+
+
 def installed_version() -> str | None:
     """The installed vLLM's version from its metadata, or None if there is none."""
     try:
@@ -61,12 +74,12 @@ def supported_line() -> str:
 
 
 def require_supported() -> Release:
-    """The installed release, or ConfigError naming the supported ones and their commands."""
+    """The installed release, or EngineError naming the supported ones and their commands."""
     version = installed_version()
     release = release_for(version)
     if release is None:
         found = "no vLLM is installed" if version is None else f"vLLM {version} is not supported"
-        raise ConfigError(f"{found}; supported: {supported_line()}")
+        raise EngineError(f"{found}; supported: {supported_line()}")
     return release
 
 

@@ -20,16 +20,14 @@ import sys
 from typing import Any, ClassVar
 
 from engine import console
-
-# Exit statuses of the command line (the sweep has its own: engine/cli/sweep.py).
-EXIT_OK, EXIT_VERIFY_FAILED, EXIT_USAGE, EXIT_ABORTED, EXIT_OBSERVER_ERROR = 0, 1, 2, 3, 4
+from engine.exit_status import ExitStatus
 
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse prints the whole usage block on error; we print one line that names the fix."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(ExitStatus.USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def _print_message(self, message: str, file: Any = None) -> None:
         """argparse drops a failed write (`--help > /dev/full` would exit 0): say so instead."""
@@ -50,7 +48,8 @@ class OneLineParser(argparse.ArgumentParser):
 class CLISubcommand:
     """One subcommand. Subclasses set `name` and `help` (and `description` for the
     subcommand's own --help), add their flags in `add_arguments`, and run in `cmd`, which
-    returns the exit status and raises ConfigError (one line, exit 2) for bad input.
+    returns the exit status (engine.exit_status) and raises an ObservatoryError (one line) for
+    bad input.
 
     Heavy imports (vLLM, Ray, Textual) belong inside `cmd`, so that building the parser, and
     so `observatory --help` and the light commands, never pays for them.

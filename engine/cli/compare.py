@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli.base import EXIT_OK, CLISubcommand, add_json_flag, add_lenient_flag
+from engine.cli.base import CLISubcommand, add_json_flag, add_lenient_flag
 from engine.cli.reading import note_cut
 from engine.errors import ConfigError
+from engine.exit_status import ExitStatus
 
 
 class Compare(CLISubcommand):
@@ -39,4 +40,4 @@ class Compare(CLISubcommand):
             sys.stdout.write(compare_json(metrics) + "\n")
         else:
             sys.stdout.write(compare_text(metrics, recordings, plot=not args.no_plot) + "\n")
-        return EXIT_OK
+        return ExitStatus.OK

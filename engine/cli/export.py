@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli.base import EXIT_OK, CLISubcommand, add_lenient_flag
+from engine.cli.base import CLISubcommand, add_lenient_flag
 from engine.cli.reading import note_cut
+from engine.exit_status import ExitStatus
 
 
 class Export(CLISubcommand):
@@ -35,4 +36,4 @@ class Export(CLISubcommand):
         if out != "-":
             sys.stderr.write(f"wrote {out} ({args.format}, {len(recording)} steps, "
                              f"{written:,} bytes)\n")
-        return EXIT_OK
+        return ExitStatus.OK

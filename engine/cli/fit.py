@@ -15,10 +15,11 @@ from typing import Any
 
 import msgspec
 
-from engine.cli.base import EXIT_OK, CLISubcommand
+from engine.cli.base import CLISubcommand
 from engine.cli.reading import read_input
 from engine.cli.run_flags import add_run_flags, spec_from_args
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EngineError, RecordingError
+from engine.exit_status import ExitStatus
 
 
 class Fit(CLISubcommand):
@@ -52,7 +53,7 @@ class Fit(CLISubcommand):
         log = import_log(read_input(args.log), args.log)
         target = Target.from_log(log)
         if target.abort_clock_s is None and not target.windows:
-            raise ConfigError(f"{args.log}: nothing to fit")
+            raise RecordingError(f"{args.log}: nothing to fit")
         base = _base_spec(args, log)
         last = max([w.t_s or 0.0 for w in target.windows] + [target.abort_clock_s or 0.0])
         until_s = last + 10.0
@@ -72,7 +73,7 @@ class Fit(CLISubcommand):
         finally:
             runner.close()
         if before.result.error and best.result.error:
-            raise ConfigError(f"the sim of this workload did not start ({best.result.error}): "
+            raise EngineError(f"the sim of this workload did not start ({best.result.error}): "
                               f"fix the run flags and fit again")
         fitted = apply_params(base, best.values)
         sys.stdout.write(f"{sims} sims. Error per metric (mean absolute, in the metric's units; "
@@ -82,7 +83,7 @@ class Fit(CLISubcommand):
         with open(args.output, "w", encoding="utf-8") as out:
             out.write(fitted_toml(fitted, best, before, args.log))
         sys.stderr.write(f"wrote {args.output}\n")
-        return EXIT_OK
+        return ExitStatus.OK
 
 
 def _base_spec(args: argparse.Namespace, log: Any):

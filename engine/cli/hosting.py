@@ -2,10 +2,10 @@
 the live TUI's engine child), print one progress line about once a second, and turn how the
 run ended into the exit status.
 
-Exit statuses: 0 finished (or reached --max-steps), 3 vLLM aborted, 4 the observatory's own code
-failed (an ObserverError: a bug to report), 2 bad usage, 128+N stopped by signal N (130 for
-Ctrl-C). The first SIGINT, SIGTERM or SIGHUP stops at the next step boundary and closes the
-recording with its end record; a second one gives up on the engine at once.
+Exit statuses (engine.exit_status): 0 finished (or reached --max-steps), 3 vLLM aborted, 4 the
+observatory's own code failed (an ObserverError: a bug to report), 2 bad usage, 128+N stopped by
+signal N (130 for Ctrl-C). The first SIGINT, SIGTERM or SIGHUP stops at the next step boundary
+and closes the recording with its end record; a second one gives up on the engine at once.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import signal
 import time
 from typing import Any
 
-from engine.cli.base import EXIT_ABORTED, EXIT_OBSERVER_ERROR, EXIT_OK
-from engine.errors import ConfigError
+from engine import exit_status
+from engine.errors import EngineError
 from engine.safe_text import safe
 from engine.stream.protocol import RecordingStatus
 from engine.stream.records import LogLine, ObserverError, StepRecord
@@ -63,12 +63,12 @@ def exit_code(host: Any, signals: list[int]) -> int:
     """The exit status for how the host's run ended (see the module docstring)."""
     if host.start_error is not None and host.finished is None:
         if signals:
-            return 128 + signals[0]
-        raise ConfigError(host.start_error)
+            return exit_status.for_signal(signals[0])
+        raise EngineError(host.start_error)
     if signals:
-        return 128 + signals[0]
+        return exit_status.for_signal(signals[0])
     reason = host.finished.reason if host.finished is not None else "interrupted"
-    return {"aborted": EXIT_ABORTED, "observer_error": EXIT_OBSERVER_ERROR}.get(reason, EXIT_OK)
+    return exit_status.for_run_end(reason)
 
 
 def count_signals(host: Any) -> list[int]:

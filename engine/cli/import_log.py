@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.cli.base import EXIT_OK, CLISubcommand
+from engine.cli.base import CLISubcommand
 from engine.cli.reading import read_input
 from engine.errors import ConfigError
+from engine.exit_status import ExitStatus
 
 
 class ImportLog(CLISubcommand):
@@ -44,7 +45,7 @@ class ImportLog(CLISubcommand):
                 + f"; time zero: {log.header.engine_config.get('time_zero')}")
         if out != "-":
             sys.stderr.write(f"{text}\nwrote {out}\n")
-        return EXIT_OK
+        return ExitStatus.OK
 
 
 def default_output(path: str) -> str:

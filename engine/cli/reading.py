@@ -8,18 +8,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError
+from engine.errors import RecordingError
 from engine.safe_text import safe
 
 
 def read_input(path: str) -> bytes:
-    """The bytes of `path` (- for stdin); one line (ConfigError) when it cannot be read."""
+    """The bytes of `path` (- for stdin); one line (RecordingError) when it cannot be read."""
     if path == "-":
         return sys.stdin.buffer.read()
     try:
         return Path(path).read_bytes()
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        raise RecordingError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def note_cut(recording: Any) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import Any, Sequence
 
-from engine import console
-from engine.cli.base import EXIT_USAGE, CLISubcommand, OneLineParser
+from engine import console, exit_status
+from engine.adapters.versions import speaks
+from engine.cli.base import CLISubcommand, OneLineParser
 from engine.cli.compare import Compare
 from engine.cli.export import Export
 from engine.cli.fit import Fit
@@ -24,7 +25,8 @@ from engine.cli.sweep import Sweep
 from engine.cli.sweep_report import SweepReport
 from engine.cli.verify import Verify
 from engine.cli.versions import Versions
-from engine.errors import ConfigError
+from engine.errors import ObservatoryError
+from engine.exit_status import ExitStatus
 from engine.safe_text import safe
 
 HEADLESS: tuple[CLISubcommand, ...] = (
@@ -32,15 +34,15 @@ HEADLESS: tuple[CLISubcommand, ...] = (
     SweepReport(), Versions())
 """Every headless subcommand, in the order `--help` lists them."""
 
-DESCRIPTION = ("Watch vLLM 0.5's chunked-prefill scheduler starve its swap space (vLLM issue "
-               "#5578), flip the fix on live, and record, replay, compare and export every "
-               "step.")
-
 
 def build_parser(subcommands: Sequence[CLISubcommand] = HEADLESS,
                  prog: str = "observatory") -> tuple[argparse.ArgumentParser, Any]:
     """The parser with one subparser per subcommand; the parsed args carry `subcommand`."""
-    parser = OneLineParser(prog=prog, description=DESCRIPTION)
+    parser = OneLineParser(
+        prog=prog,
+        description=f"Watch vLLM's chunked-prefill scheduler starve its swap space (vLLM "
+                    f"issue #5578) on {speaks()}, flip the fix on live, and record, replay, "
+                    f"compare and export every step.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for subcommand in subcommands:
         subcommand.subparser_init(sub)
@@ -48,9 +50,9 @@ def build_parser(subcommands: Sequence[CLISubcommand] = HEADLESS,
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    """Run a parsed command; ConfigError becomes one line on stderr and exit 2, and so does a
-    failed write to stdout or stderr (engine.console). The Textual commands own the terminal,
-    so their output is not guarded."""
+    """Run a parsed command; an ObservatoryError becomes one line on stderr and its exit status
+    (engine.exit_status: 2), and so does a failed write to stdout or stderr (engine.console).
+    The Textual commands own the terminal, so their output is not guarded."""
     subcommand: CLISubcommand = args.subcommand
     guard_output = not subcommand.owns_terminal
     if guard_output:
@@ -59,9 +61,9 @@ def dispatch(args: argparse.Namespace) -> int:
         console.stub_missing_streams()
     try:
         code = int(subcommand.cmd(args))
-    except ConfigError as exc:
+    except ObservatoryError as exc:
         console.say(f"observatory: error: {safe(exc)}")  # may quote a file's content
-        code = EXIT_USAGE
+        code = exit_status.for_error(exc)
     except console.OutputError as exc:
         return console.fail(exc)
     return console.finish(code) if guard_output else code
@@ -73,5 +75,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "subcommand", None):
         parser.print_help()
-        return EXIT_USAGE
+        return ExitStatus.USAGE
     return dispatch(args)

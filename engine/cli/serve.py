@@ -19,7 +19,7 @@ from typing import Any
 from engine.cli.base import CLISubcommand, add_verbose_flag
 from engine.cli.hosting import Progress, count_signals, exit_code
 from engine.cli.run_flags import add_run_flags, record_target, spec_from_args
-from engine.errors import ConfigError
+from engine.errors import ConfigError, PeerError
 
 DEFAULT_LISTEN = "127.0.0.1:0"
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -74,7 +74,7 @@ class Serve(CLISubcommand):
         try:
             server = Server(host, address, token, log=log)
         except OSError as exc:
-            raise ConfigError(f"cannot listen on {args.listen}: {exc.strerror or exc}") \
+            raise PeerError(f"cannot listen on {args.listen}: {exc.strerror or exc}") \
                 from None
         log(f"listening on {server.address}")
         hint = f"--token-file {args.token_file}" if args.token_file else "--token-file FILE"

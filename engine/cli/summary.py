@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli.base import EXIT_OK, CLISubcommand, add_json_flag, add_lenient_flag
+from engine.cli.base import CLISubcommand, add_json_flag, add_lenient_flag
 from engine.cli.reading import note_cut
+from engine.exit_status import ExitStatus
 
 
 class Summary(CLISubcommand):
@@ -30,4 +31,4 @@ class Summary(CLISubcommand):
         summary = summarize(recording.all_items())
         sys.stdout.write((summary_json(summary) if args.json else format_summary(summary))
                          + "\n")
-        return EXIT_OK
+        return ExitStatus.OK

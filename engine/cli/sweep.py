@@ -13,9 +13,11 @@ import msgspec
 from engine.cli.base import CLISubcommand
 from engine.cli.run_flags import add_run_flags, spec_from_args
 from engine.errors import ConfigError
+from engine.exit_status import ExitStatus
 
 DEFAULT_MAX_CELLS = 1000
-EXIT_OK, EXIT_CELLS_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_OK, EXIT_CELLS_FAILED, EXIT_INTERRUPTED = (  # engine.exit_status says why
+    ExitStatus.OK, ExitStatus.DIFFERENCE, ExitStatus.INTERRUPTED)
 
 
 class Sweep(CLISubcommand):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli.base import EXIT_OK, CLISubcommand
+from engine.cli.base import CLISubcommand
+from engine.exit_status import ExitStatus
 
 FORMATS = ("table", "csv", "json", "markdown")  # engine.sweep.report renders each
 
@@ -27,4 +28,4 @@ class SweepReport(CLISubcommand):
 
         report = load(args.directory)
         sys.stdout.write(render(report, args.format, color=sys.stdout.isatty()))
-        return EXIT_OK
+        return ExitStatus.OK

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.cli.base import EXIT_OK, EXIT_VERIFY_FAILED, CLISubcommand
-from engine.errors import ConfigError
+from engine.cli.base import CLISubcommand
+from engine.errors import ObservatoryError
+from engine.exit_status import ExitStatus
 from engine.safe_text import safe
 
 
@@ -26,12 +27,12 @@ class Verify(CLISubcommand):
 
         try:
             result = verify_file(args.path, progress=sys.stderr)
-        except ConfigError as exc:  # name the file (a header's run spec does not know its path)
+        except ObservatoryError as exc:  # name the file (a header's spec does not know its path)
             text = str(exc)
-            raise ConfigError(text if text.startswith(args.path) else f"{args.path}: {text}") \
+            raise type(exc)(text if text.startswith(args.path) else f"{args.path}: {text}") \
                 from None
         if result.ok:
             sys.stdout.write(f"verified: {safe(result.message)}\n")
-            return EXIT_OK
+            return ExitStatus.OK
         sys.stdout.write(f"verify failed: {safe(result.message)}\n")
-        return EXIT_VERIFY_FAILED
+        return ExitStatus.DIFFERENCE

@@ -8,7 +8,8 @@ import argparse
 import sys
 
 from engine.adapters.versions import SUPPORTED, installed_version, release_for
-from engine.cli.base import EXIT_OK, CLISubcommand
+from engine.cli.base import CLISubcommand
+from engine.exit_status import ExitStatus
 
 
 class Versions(CLISubcommand):
@@ -29,4 +30,4 @@ class Versions(CLISubcommand):
         for release in SUPPORTED:
             mark = "*" if release is installed else " "
             out.write(f" {mark} {release.version:<12} {release.install}\n")
-        return EXIT_OK
+        return ExitStatus.OK

@@ -17,16 +17,18 @@ from typing import TYPE_CHECKING, Callable
 import msgspec
 from textual.binding import Binding
 
+from engine.exit_status import ExitStatus
 from engine.policy import next_policy, parse_policy
+from engine.run_state import RunState
 from engine.spec import RunSpec
 from engine.stream.records import PolicyChanged, StepRecord
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
                           StreamEnded)
-from tui.policy_picker import PolicyPicker
+from tui.live.policy_picker import PolicyPicker
 from tui.run_screen import NAVIGATION, RunScreen
 from tui.run_source import RunSource
 from tui.run_view import RunView
-from tui.status_bar import Status
+from tui.widgets.status_bar import Status
 
 if TYPE_CHECKING:
     from engine.analysis.logs.reference import Reference
@@ -69,13 +71,14 @@ class LiveScreen(RunScreen):
         self.window = max(MIN_WINDOW, min(MAX_WINDOW, window))
         self.restartable = restartable
         self._open_source = open_source
-        self.engine_state = "starting"
+        self.engine_state: RunState | str = RunState.STARTING  # or "disconnected"
         self.stage = "starting the engine process"
         self.pending_policy: str | None = None
         self.recording: str | None = None
         self.recording_bytes = 0
         self.recording_saved = False  # the last recording was closed whole
         self.recordings: list[str] = []  # every recording the engine wrote for this screen
+        self.refusal: str | None = None  # why the engine could not be reached: the app exits
         self.stream_over = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -89,7 +92,7 @@ class LiveScreen(RunScreen):
         self.source = self._open_source(self.spec) if self.spec is not None \
             else self._open_source(None)  # type: ignore[arg-type]
         self.stream_over = False
-        self.engine_state, self.stage = "starting", "starting the engine process"
+        self.engine_state, self.stage = RunState.STARTING, "starting the engine process"
         self.source.start(self)
 
     # -- what the engine says ---------------------------------------------------------------
@@ -97,8 +100,8 @@ class LiveScreen(RunScreen):
     def arrived(self, items: list) -> None:
         for item in items:
             if type(item) is StepRecord:
-                if self.engine_state == "starting":
-                    self.engine_state, self.stage = "running", ""
+                if self.engine_state == RunState.STARTING:
+                    self.engine_state, self.stage = RunState.RUNNING, ""
             elif isinstance(item, PolicyChanged) and item.new == self.pending_policy:
                 self.pending_policy = None
         header = self.view.header
@@ -134,11 +137,17 @@ class LiveScreen(RunScreen):
         self.request_frame()
 
     def ended(self, message: StreamEnded) -> None:
+        if message.refused and self.view.header is None:
+            # nothing arrived and nothing will: leave, and let the CLI say why in one line
+            self.refusal = message.error or "the engine could not be reached"
+            self.app.exit(ExitStatus.USAGE, return_code=ExitStatus.USAGE)
+            return
         view = self.view
         if view.abort is not None:
-            self.engine_state = "aborted"
+            self.engine_state = RunState.ABORTED
         elif view.finished is not None:
-            self.engine_state = "stopped" if view.finished.reason == "stopped" else "finished"
+            self.engine_state = (RunState.STOPPED if view.finished.reason == "stopped"
+                                 else RunState.FINISHED)
         else:
             self.engine_state = "disconnected"
         self.pending_policy = self.pending_policy if self.restartable else None
@@ -168,11 +177,11 @@ class LiveScreen(RunScreen):
                       saved_bytes=self.recording_bytes if over and self.recording_saved
                       else None,
                       hint=hint, pending_policy=None if over else self.pending_policy,
-                      stage=self.stage if state == "starting" else "",
+                      stage=self.stage if state == RunState.STARTING else "",
                       restart_policy=restart)
 
     def _steps_per_s(self) -> float | None:
-        if self.engine_state != "running":
+        if self.engine_state != RunState.RUNNING:
             return None
         steps = self.view.steps
         if len(steps) < 2:
@@ -223,7 +232,7 @@ class LiveScreen(RunScreen):
         self.draw()
 
     def action_pause(self) -> None:
-        if self.engine_state == "paused":
+        if self.engine_state == RunState.PAUSED:
             self._send("resume")
         else:
             self._send("pause")
@@ -253,9 +262,9 @@ class LiveScreen(RunScreen):
         self.recording, self.recording_bytes, self.recording_saved = None, 0, False
         self.view = RunView()
         self.view.reference = self.reference
-        self.following = True
+        self.playhead = self._playhead_for(self.view, following=True, ended=False)
         self._plotted = None
-        from tui.run_panel import RunPanel
+        from tui.widgets.run_panel import RunPanel
 
         self.query_one(RunPanel).reset()
         self._start()
