@@ -53,7 +53,8 @@ from engine.policy import Policy, parse_policy, require_engine_kind
 from engine.run_state import RunState, state_for_end
 from engine.spec import RunSpec
 from engine.stream.protocol import AddBurst, Pause, Resume, SetPolicy, Stop
-from engine.stream.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, LogLine,
+from engine.stream.records import (MEASURED_RESOLUTION_S, SCHEMA_VERSION, Arrivals,
+                                   EngineAborted, Header, LogLine, measured,
                                    ObserverError, PolicyChanged, Record, RunFinished)
 from engine.workload import Request, Workload
 
@@ -174,6 +175,7 @@ class Session:
             host=socket.gethostname(),
             time_axis="gpu" if spec.backend == "gpu" else "sim",
             device=device_info.describe(spec.backend),
+            time_resolution_s=MEASURED_RESOLUTION_S,
         )
         for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
             require_engine_kind(policy, self.header.engine)
@@ -320,7 +322,9 @@ class Session:
                                            time.perf_counter() - self._t0, fans_out)
             except Exception as exc:
                 raise _ObserverFault("build_step_record", exc) from exc
-            record.exec_s = self._exec_timer.take() if self._exec_timer is not None else 0.0
+            record.exec_s = measured(self._exec_timer.take()) if self._exec_timer is not None \
+                else 0.0
+            record.wall_s = measured(record.wall_s)
             sim_s = record.sim_s
             self._emit_logs(step)
             self._emit(record)

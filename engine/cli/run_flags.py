@@ -6,13 +6,10 @@ command line asks for. Shared by `run`, `serve`, `sweep`, `fit` and the TUI's `l
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-import msgspec
 
 from engine import options
 from engine.errors import ConfigError
-from engine.spec import RunSpec, preset_spec
+from engine.spec import RunSpec, resolve_spec
 
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
@@ -30,17 +27,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     """Preset, then config file, then flags. Raises ConfigError (one line) on bad input."""
-    fields: dict[str, Any] = options.load_config(RunSpec, args.config) if args.config else {}
     given = options.values_from_args(RunSpec, args)
     if "num_cpu_blocks" in given and "swap_space_gib" in given:
         raise ConfigError("give --num-cpu-blocks or --swap-space, not both")
-    fields.update(given)
-    preset = fields.pop("preset", None) or "seed-5578"
-    spec = preset_spec(preset, **fields)
-    if "swap_space_gib" in given and spec.num_cpu_blocks is not None:
-        # --swap-space decides the CPU blocks, also over a preset's or config file's count
-        spec = msgspec.structs.replace(spec, num_cpu_blocks=None)
-    return spec.validated()
+    layers = [(args.config, options.load_config(RunSpec, args.config))] if args.config else []
+    return resolve_spec([*layers, ("flags", given)]).validated()
 
 
 def record_target(args: argparse.Namespace, spec: RunSpec) -> str | None:
