@@ -22,10 +22,18 @@ class Run(CLISubcommand):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_run_flags(parser)
         add_json_flag(parser)
+        parser.add_argument("--dry-run", action="store_true",
+                            help="resolve what the run would start with (vLLM, executor, "
+                                 "platform, engine arguments, model) and print it, without "
+                                 "building the engine; offline, no CUDA needed")
         add_verbose_flag(parser)
 
     def cmd(self, args: argparse.Namespace) -> int:
         spec = spec_from_args(args)  # before importing vLLM: bad flags fail in milliseconds
+        if args.dry_run:
+            from engine import dry_run
+
+            return dry_run.run(spec, args.json)
 
         from engine.analysis.summary import SummaryBuilder, format_summary, summary_json
         from engine.host import EngineHost
