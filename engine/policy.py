@@ -13,6 +13,20 @@ requests the swapped queue grows until `_swap_out` finds no CPU block and aborts
 
 This module is pure: it decides from a few numbers, so the rule is testable without vLLM. The
 numbers come from engine.adapters.v0.hooks, the one place that reads the scheduler's internals.
+
+vLLM's V1 engine (0.11+) has no swap space; its thrash is recompute (#25538: a preempted request
+resumed as soon as its next chunk fits, preempted again at once). Its policies, switchable the
+same way, are an admission rule plus an optional choice of victim, joined with "+":
+
+- ``full-isl``: vLLM's own `scheduler_reserve_full_isl` (PR #37307), switched live: admit or
+  resume a request only when blocks for its whole context are free.
+- ``whole-context``: the same, but beside what the prefills in flight still need: the free
+  blocks must hold the request's whole context plus the rest of every running prefill.
+- ``least-computed``: preempt the request that has computed the fewest tokens (vLLM PR #53723)
+  rather than the last admitted.
+
+``off`` is vLLM as configured, on either engine. A policy of the other engine kind is refused
+in one line (`check_engine_kind`).
 """
 
 from __future__ import annotations
@@ -22,6 +36,10 @@ from dataclasses import dataclass
 from engine.errors import ConfigError
 
 POLICY_NAMES = ("off", "strict", "watermark")
+V1_ADMISSION = ("full-isl", "whole-context")  # V1 admission rules (at most one)
+V1_VICTIM = ("least-computed",)  # V1 victim choices (at most one)
+V1_NAMES = (*V1_ADMISSION, *V1_VICTIM)
+V1_CYCLE = ("off", "full-isl", "whole-context", "whole-context+least-computed")
 DEFAULT_WATERMARK = 0.5
 
 
@@ -34,6 +52,38 @@ class Policy:
         if self.name == "watermark":
             return f"watermark:{self.watermark:g}"
         return self.name
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(self.name.split("+"))
+
+    @property
+    def engine_kinds(self) -> tuple[str, ...]:
+        """The engine kinds (records.ENGINE_KINDS) this policy can govern."""
+        if self.name == "off":
+            return ("v0", "v1")
+        return ("v1",) if self.parts[0] in V1_NAMES else ("v0",)
+
+    @property
+    def admission(self) -> str:
+        """V1: the admission rule in force ("off", "full-isl" or "whole-context")."""
+        return next((p for p in self.parts if p in V1_ADMISSION), "off")
+
+    @property
+    def victim(self) -> str:
+        """V1: how a victim is chosen ("last", vLLM's own, or "least-computed")."""
+        return "least-computed" if "least-computed" in self.parts else "last"
+
+
+def check_engine_kind(policy: Policy, kind: str) -> None:
+    """ConfigError (one line) if `policy` cannot govern an engine of `kind`."""
+    if kind in policy.engine_kinds:
+        return
+    names = ("off, strict or watermark[:F]" if kind == "v0" else
+             "off, full-isl, whole-context, least-computed (combine with +, e.g. "
+             "whole-context+least-computed)")
+    raise ConfigError(f"policy {policy} is for vLLM's {policy.engine_kinds[0].upper()} engine "
+                      f"and this engine is {kind.upper()}: use {names}")
 
 
 @dataclass(frozen=True)
@@ -58,10 +108,14 @@ def parse_policy(text: str | Policy) -> Policy:
     """'off' | 'strict' | 'watermark' | 'watermark:F' with 0 < F <= 1."""
     if isinstance(text, Policy):
         return text
-    name, sep, level = str(text).strip().lower().partition(":")
+    lowered = str(text).strip().lower()
+    if "+" in lowered or lowered in V1_NAMES:
+        return _parse_v1(text, lowered)
+    name, sep, level = lowered.partition(":")
     if name not in POLICY_NAMES:
         raise ConfigError(f"unknown policy {text!r}: use off, strict or watermark[:F] "
-                          f"(e.g. watermark:0.5)")
+                          f"(e.g. watermark:0.5) on V0, off, full-isl, whole-context or "
+                          f"least-computed on V1")
     if name != "watermark":
         if sep:
             raise ConfigError(f"policy {name!r} takes no level; only watermark:F does")
@@ -78,8 +132,29 @@ def parse_policy(text: str | Policy) -> Policy:
     return Policy(name, watermark)
 
 
-def next_policy(current: Policy) -> Policy:
-    """The cycle behind the TUI's `f` key: off -> strict -> watermark -> off."""
+def _parse_v1(text: str, lowered: str) -> Policy:
+    """'whole-context', 'least-computed', 'full-isl+least-computed': one admission rule and one
+    victim choice at most, written admission first."""
+    parts = [p.strip() for p in lowered.split("+")]
+    bad = [p for p in parts if p not in V1_NAMES]
+    if bad:
+        raise ConfigError(f"unknown V1 policy part {bad[0]!r} in {text!r}: combine full-isl or "
+                          f"whole-context with least-computed, e.g. whole-context+least-computed")
+    admission = [p for p in parts if p in V1_ADMISSION]
+    victim = [p for p in parts if p in V1_VICTIM]
+    if len(admission) > 1 or len(victim) > 1:
+        raise ConfigError(f"policy {text!r} names two rules of one kind: give one admission "
+                          f"rule (full-isl or whole-context) and at most least-computed")
+    return Policy("+".join((*admission, *victim)))
+
+
+def next_policy(current: Policy, kind: str = "v0") -> Policy:
+    """The cycle behind the TUI's `f` key: off -> strict -> watermark -> off on V0; on V1
+    off -> full-isl -> whole-context -> whole-context+least-computed -> off."""
+    if kind == "v1":
+        name = str(current)
+        i = V1_CYCLE.index(name) if name in V1_CYCLE else -1
+        return Policy(V1_CYCLE[(i + 1) % len(V1_CYCLE)])
     if current.name == "off":
         return Policy("strict")
     if current.name == "strict":

@@ -12,6 +12,9 @@ Two kinds of failure end a run, and the stream says which:
 - vLLM raises out of `step()` (issue #5578's "Aborted due to the lack of CPU swap space", or any
   other engine failure): EngineAborted with the scheduler's state at that moment, then
   RunFinished(reason="aborted").
+
+What differs between vLLM's V0 engine and its V1 engine (building it, the hooks, reading a step)
+is behind one driver (engine.adapters.driver); the session is the same for both.
 - The observatory's own code raises (a scheduler hook, `build_step_record`, a sink): that is our
   bug, not vLLM's, so it becomes ObserverError (where, error, message), then
   RunFinished(reason="observer_error"). The hooks wrap their own exceptions in HookError so the
@@ -42,11 +45,10 @@ import time
 from typing import Callable
 
 from engine import __version__, logs
-from engine.adapters import device_info, exec_timing
-from engine.adapters.v0 import hooks as vllm_hooks
-from engine.adapters.v0.build import BuiltEngine, build_engine
-from engine.adapters.v0.step_record import build_step_record
-from engine.policy import Policy, parse_policy
+from engine.adapters import device_info
+from engine.adapters.driver import EngineDriver, HookError, installed_engine_kind, open_driver
+from engine.errors import ConfigError
+from engine.policy import Policy, check_engine_kind, parse_policy
 from engine.spec import RunSpec
 from engine.stream.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, LogLine,
                                    ObserverError, PolicyChanged, Record, RunFinished)
@@ -106,8 +108,7 @@ class Session:
         self._commands: queue.Queue[tuple[str, object, str, Done | None]] = queue.Queue()
         self._accepting = threading.Lock()  # guards _over against a command racing the end
         self._over = False
-        self._built: BuiltEngine | None = None
-        self._hook: vllm_hooks.SchedulerHook | None = None
+        self._driver: EngineDriver | None = None
         self._thread: threading.Thread | None = None
         self._policy = parse_policy(spec.policy)
         self._on_progress = on_progress or (lambda stage, detail: None)
@@ -116,7 +117,6 @@ class Session:
         self._sink_fault: _ObserverFault | None = None
         self._broken_sink: Sink | None = None
         self._step, self._sim_s = 0, 0.0
-        self._exec_timer: exec_timing.ExecTimer | None = None
         # The clock arrivals follow: the cost model's on the sim, the wall clock on a GPU
         # (`wall_paced` overrides the backend's choice: tests and benches of the pacing itself).
         self._wall_paced = spec.backend == "gpu" if wall_paced is None else wall_paced
@@ -128,39 +128,44 @@ class Session:
 
     @property
     def engine(self):
-        """The real `vllm.LLMEngine` (after prepare); for tests and power users."""
-        return self._built.engine if self._built else None
+        """The real vLLM engine (after prepare): V0's `LLMEngine`, V1's `EngineCore`; for
+        tests and power users."""
+        return self._driver.engine if self._driver else None
+
+    @property
+    def driver(self) -> EngineDriver | None:
+        return self._driver
 
     def subscribe(self, sink: Sink) -> None:
         self._sinks.append(sink)
 
     def prepare(self) -> None:
         """Build the engine on the calling thread. Raises ConfigError for bad settings."""
-        if self._built is not None:
+        if self._driver is not None:
             return
         spec = self.spec.validated()
+        kind = installed_engine_kind()
+        check_engine_kind(self._policy, kind)
+        for _, toggle in spec.toggles:
+            check_engine_kind(parse_policy(toggle), kind)
         self._on_progress("building the engine", "")
-        built = build_engine(spec)
-        gpu_total, cpu_total = vllm_hooks.block_counts(built.scheduler)[1::2]
-        self._on_progress("building the engine",
-                          f"{gpu_total:,} GPU blocks, {cpu_total:,} CPU blocks of "
-                          f"{spec.block_size} tokens")
-        self._workload = Workload(spec, built.max_model_len, built.count_tokens)
-        self._hook = vllm_hooks.attach(built.scheduler, self._policy)
-        self._exec_timer = exec_timing.attach(built.engine, spec.backend)
-        self._built = built
+        driver = open_driver(spec, self._policy)
+        self._on_progress("building the engine", driver.blocks_line())
+        self._workload = Workload(spec, driver.max_model_len, driver.count_tokens)
+        self._driver = driver
         self.header = Header(
             schema=SCHEMA_VERSION,
             observatory_version=__version__,
-            vllm_version=built.vllm_version,
+            vllm_version=driver.vllm_version,
             backend=spec.backend,
-            model=built.model,
+            model=driver.model,
             spec=spec.to_dict(),
-            engine_config=built.engine_config,
+            engine_config=driver.engine_config,
             started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             host=socket.gethostname(),
             time_axis="gpu" if spec.backend == "gpu" else "sim",
             device=device_info.describe(spec.backend),
+            engine=driver.kind,
         )
 
     def start(self) -> None:
@@ -179,7 +184,18 @@ class Session:
 
     def set_policy(self, policy: str | Policy, source: str = "api",
                    done: Done | None = None) -> None:
-        self._submit("policy", parse_policy(policy), source, done)
+        """Raises ConfigError for a bad name, or, without `done`, a policy of the other engine
+        kind; with `done`, the latter is refused through it (one line)."""
+        policy = parse_policy(policy)
+        if self._driver is not None and self._driver.kind not in policy.engine_kinds:
+            try:
+                check_engine_kind(policy, self._driver.kind)
+            except ConfigError as exc:
+                if done is None:
+                    raise
+                done(False, str(exc), self._step)
+                return
+        self._submit("policy", policy, source, done)
 
     def add_burst(self, size: int | None = None, source: str = "api",
                   done: Done | None = None) -> None:
@@ -257,13 +273,10 @@ class Session:
     def _loop(self, pending, upcoming: Request | None) -> str:
         """Step until the run ends; return RunFinished's reason. Failures raise _EngineFault
         (vLLM's code) or _ObserverFault (ours); `self._step` says where."""
-        assert self._built is not None and self._hook is not None
-        engine = self._built.engine
-        scheduler = self._built.scheduler
-        fans_out = self._built.fans_out
+        driver = self._driver
+        assert driver is not None
         spec = self.spec
         cost = spec.cost
-        hook = self._hook
         toggles: dict[int, list[str]] = {}
         for at, policy in spec.toggles:
             toggles.setdefault(at, []).append(policy)
@@ -285,7 +298,7 @@ class Session:
                     due.append(upcoming)
                     upcoming = next(pending, None)
                 self._emit(self._add_requests(due, step, sim_s, "workload"))
-            if not engine.has_unfinished_requests():
+            if not driver.has_unfinished_requests():
                 if upcoming is None:
                     return "completed"
                 if self._wall_paced:  # idle on a GPU: wait for the next arrival in real time,
@@ -295,17 +308,15 @@ class Session:
                     sim_s = upcoming.arrival_s
                 continue
             try:
-                engine.step()
-            except vllm_hooks.HookError as exc:  # our hook, inside vLLM's step: our bug
+                driver.step()
+            except HookError as exc:  # our hook, inside vLLM's step: our bug
                 raise _ObserverFault(exc.where, exc.cause) from exc
             except Exception as exc:  # vLLM aborts by raising; the stream must say so and end
                 raise _EngineFault(exc) from exc
             try:
-                record = build_step_record(step, hook.current, scheduler, cost, sim_s,
-                                           time.perf_counter() - self._t0, fans_out)
+                record = driver.step_record(step, cost, sim_s, time.perf_counter() - self._t0)
             except Exception as exc:
                 raise _ObserverFault("build_step_record", exc) from exc
-            record.exec_s = self._exec_timer.take() if self._exec_timer is not None else 0.0
             sim_s = record.sim_s
             self._emit_logs(step)
             self._emit(record)
@@ -379,9 +390,10 @@ class Session:
     def _change_policy(self, step: int, policy: Policy, source: str) -> bool:
         if policy == self._policy:
             return False
+        assert self._driver is not None
+        check_engine_kind(policy, self._driver.kind)
         old, self._policy = self._policy, policy
-        assert self._hook is not None
-        self._hook.set_policy(policy, source)  # applied by the hook when step `step` schedules
+        self._driver.set_policy(policy, source)  # applied when step `step` schedules
         self._emit(PolicyChanged(step=step, old=str(old), new=str(policy), source=source))
         return True
 
@@ -425,37 +437,23 @@ class Session:
     def _add_requests(self, requests: list[Request], step: int, sim_s: float,
                       source: str) -> Arrivals:
         """Hand `requests` to vLLM; return the Arrivals record for the caller to emit."""
-        from vllm import SamplingParams
-
-        built = self._built
-        assert built is not None
-        params = SamplingParams(n=self.spec.n, max_tokens=self.spec.max_tokens,
-                                stop_token_ids=list(built.stop_token_ids))
-        waiting = built.scheduler.waiting
+        driver = self._driver
+        assert driver is not None
         prompt_tokens: list[int] = []
         for request in requests:
             stamp = self._stamp(request)
-            text = built.text_prompts and request.prompt_text is not None
-            inputs = ({"prompt": request.prompt_text} if text
-                      else {"prompt_token_ids": request.prompt_token_ids})
             try:
-                built.engine.add_request(request.request_id, inputs, params, arrival_time=stamp)
+                prompt_tokens.append(driver.add_request(request, stamp))
             except Exception as exc:  # vLLM refused the request: vLLM's failure, not ours
                 raise _EngineFault(exc) from exc
-            prompt_tokens.append(len(waiting[-1].prompt_token_ids) if text  # vLLM's tokenization
-                                 else len(request.prompt_token_ids))
         return Arrivals(step=step, sim_s=sim_s, source=source,
                         request_ids=[r.request_id for r in requests],
                         prompt_tokens=prompt_tokens,
                         arrival_s=[r.arrival_s for r in requests])
 
     def _abort_record(self, exc: BaseException) -> EngineAborted:
-        assert self._built is not None
-        step, sim_s = self._step, self._sim_s
-        scheduler = self._built.scheduler
-        running, swapped, waiting = vllm_hooks.abort_queue_sizes(scheduler)
-        gpu_used, gpu_total, cpu_used, cpu_total = vllm_hooks.block_counts(scheduler)
-        return EngineAborted(step=step, message=_first_line(exc), error=type(exc).__name__,
-                             sim_s=sim_s, wall_s=time.perf_counter() - self._t0, running=running,
-                             swapped=swapped, waiting=waiting, gpu_used=gpu_used,
-                             gpu_total=gpu_total, cpu_used=cpu_used, cpu_total=cpu_total)
+        assert self._driver is not None
+        return EngineAborted(step=self._step, message=_first_line(exc),
+                             error=type(exc).__name__, sim_s=self._sim_s,
+                             wall_s=time.perf_counter() - self._t0,
+                             **self._driver.abort_state())
