@@ -38,8 +38,8 @@ from engine.policy import parse_policy
 from engine.spec import RunSpec
 from engine.stream.protocol import (COMMAND_OPS, Ack, Progress, RecordingStatus, StateChanged,
                                     encode_line)
-from engine.stream.records import (EngineAborted, Header, ObserverError, Record, RunFinished,
-                                   StepRecord, encode)
+from engine.stream.records import (STEP_TYPES, EngineAborted, Header, ObserverError, Record,
+                                   RunFinished, StepRecord, encode)
 
 STATUS_POLL_S = 0.25  # a recorder error shows within this plus the recorder's flush interval
 STATUS_EVERY_S = 1.0  # growing byte counts are published at most this often
@@ -304,7 +304,7 @@ class EngineHost:
                     recorder.sink(item)  # writes the header (once) and flushes it
                 else:
                     recorder.write_line(line, end=isinstance(item, _END_KINDS))
-            if type(item) is StepRecord:
+            if type(item) in STEP_TYPES:
                 self._last_step = item.step
                 self._last_record = item
             if type(item) is RunFinished:

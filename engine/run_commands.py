@@ -29,7 +29,8 @@ from engine.cli import EXIT_ABORTED, EXIT_OK, add_run_flags, spec_from_args
 from engine.errors import ConfigError
 from engine.safe_text import safe
 from engine.stream.protocol import RecordingStatus
-from engine.stream.records import RECORD_TYPES, Header, LogLine, ObserverError, StepRecord
+from engine.stream.records import (RECORD_TYPES, Header, LogLine, ObserverError, StepRecord,
+                                   V1StepRecord)
 
 EXIT_OBSERVER_ERROR = 4
 DEFAULT_LISTEN = "127.0.0.1:0"
@@ -87,6 +88,14 @@ class _Progress:
                            f"{item.swapped:>4}  waiting {item.waiting:>5}  GPU "
                            f"{item.gpu_pct:5.1f}%  CPU {item.cpu_pct:5.1f}%  policy "
                            f"{item.policy}")
+        elif kind is V1StepRecord:
+            now = time.monotonic()
+            if now - self.last >= 1.0:
+                self.last = now
+                self._line(f"step {item.step:>6}  running {item.running:>4}  waiting "
+                           f"{item.waiting:>5}  GPU {item.gpu_pct:5.1f}%  preempted "
+                           f"{len(item.preempted):>3}  finished {item.finished_total:>5}  "
+                           f"policy {item.policy}")
         elif kind is LogLine and (self.verbose or (
                 item.level in ("WARNING", "ERROR", "CRITICAL")
                 and item.logger.startswith("vllm.core"))):

@@ -128,6 +128,9 @@ exit normally."""
 
 
 def entry() -> None:
+    from engine.adapters.v1.platform import reexec_for_v1_sim
+
+    reexec_for_v1_sim(sys.orig_argv[1:])  # a V1 sim engine needs PYTHONHASHSEED=0 from start
     argv = sys.argv[1:]
     code = main(argv)
     command = next((a for a in argv if not a.startswith("-")), "live")

@@ -19,7 +19,7 @@ from textual.binding import Binding
 
 from engine.policy import next_policy, parse_policy
 from engine.spec import RunSpec
-from engine.stream.records import PolicyChanged, StepRecord
+from engine.stream.records import STEP_TYPES, PolicyChanged
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
                           StreamEnded)
 from tui.policy_picker import PolicyPicker
@@ -96,7 +96,7 @@ class LiveScreen(RunScreen):
 
     def arrived(self, items: list) -> None:
         for item in items:
-            if type(item) is StepRecord:
+            if type(item) in STEP_TYPES:
                 if self.engine_state == "starting":
                     self.engine_state, self.stage = "running", ""
             elif isinstance(item, PolicyChanged) and item.new == self.pending_policy:
