@@ -87,19 +87,29 @@ def total_blocks(scheduler: Any) -> int:
 
 
 def inflight_reserved_blocks(scheduler: Any) -> int:
+    """The blocks the prefills in flight still need to finish (vLLM's own reservation)."""
     return scheduler._inflight_prefill_reserved_blocks()
+
+
+def blocks_to_reach(scheduler: Any, request: Any, num_tokens: int) -> int:
+    """Blocks `request` must still get to hold `num_tokens` tokens, by vLLM's own arithmetic
+    (as the scheduler's `_request_remaining_blocks` counts them; prefix hits not counted)."""
+    manager = scheduler.kv_cache_manager
+    return manager.coordinator.get_num_blocks_to_allocate(
+        request_id=request.request_id,
+        num_tokens=num_tokens,
+        new_computed_blocks=manager.empty_kv_cache_blocks.blocks,
+        num_encoder_tokens=0,
+        total_computed_tokens=request.num_computed_tokens,
+        num_local_computed_tokens=request.num_computed_tokens,
+        num_tokens_main_model=num_tokens,
+        apply_admission_cap=True,
+        prefill_end=max(request.num_prompt_tokens, request.num_tokens - 1),
+    )
 
 
 def token_budget(scheduler: Any) -> int:
     return scheduler.max_num_scheduled_tokens
-
-
-# ---- allocate_slots' arguments ---------------------------------------------------------------
-def with_whole_context(kwargs: dict[str, Any], reserved: int) -> dict[str, Any]:
-    """allocate_slots' keyword arguments with the whole-context rule: the request's whole
-    sequence must fit (vLLM's own check) in the free blocks less `reserved`."""
-    return {**kwargs, "full_sequence_must_fit": True,
-            "reserved_blocks": max(kwargs.get("reserved_blocks", 0), reserved)}
 
 
 # ---- a request --------------------------------------------------------------------------------

@@ -11,11 +11,12 @@ What each reads or wraps of vLLM's private API is in the release family's module
 - `_preempt_request`: captures each victim and the computed tokens it loses (V1 preempts only
   by recompute: vLLM frees its blocks and sets its computed tokens to 0).
 - `kv_cache_manager.allocate_slots`, two rules, each with vLLM's own arithmetic:
-  - `whole-context` (admission): for a waiting or preempted request it asks the allocator for
-    the whole sequence (`full_sequence_must_fit`, vLLM's check) in the free blocks less what the
-    prefills in flight still need to finish (`reserved_blocks` = the scheduler's own
-    `_inflight_prefill_reserved_blocks()`, which 0.33 applies only to async KV loads). A refusal
-    is what vLLM's allocator returns when blocks are short, so vLLM's own code stops admitting.
+  - `whole-context` (admission): a waiting or preempted request is refused unless the free
+    blocks hold its whole context (prompt plus outputs so far) plus what the prefills in
+    flight still need to finish (the scheduler's own `_inflight_prefill_reserved_blocks()`,
+    which 0.33 applies only to async KV loads, and which its `scheduler_reserve_full_isl`
+    check ignores). The refusal is None, what vLLM's allocator returns when blocks are short,
+    so vLLM's own code stops admitting this step.
   - `least-computed` (victim, vLLM PR #53723): when a running request's allocation fails, vLLM's
     FCFS path preempts `running[-1]`, the last admitted. Before it looks, the hook moves the
     request with the fewest computed tokens among those not yet scheduled this step (the one
@@ -193,20 +194,25 @@ class V1SchedulerHook:
         with _OWN_ALLOCATE:
             policy = self._policy
             admitting = fam.is_admitting(request)
-            if admitting and policy.admission == "whole-context":
-                kwargs = fam.with_whole_context(kwargs, fam.inflight_reserved_blocks(
-                    self.scheduler))
+            if (admitting and policy.admission == "whole-context"
+                    and not self._whole_context_fits(request)):
+                capture = self.current
+                capture.withheld = True
+                capture.held_back = fam.waiting_count(self.scheduler)
+                return None  # what vLLM's allocator says when the blocks are not there
         blocks = self._originals["allocate_slots"](request, num_new_tokens, *args, **kwargs)
-        if blocks is None:
+        if blocks is None and not admitting and policy.victim == "least-computed":
             with _OWN_ALLOCATE:
-                if admitting:
-                    if policy.admission == "whole-context":
-                        capture = self.current
-                        capture.withheld = True
-                        capture.held_back = fam.waiting_count(self.scheduler)
-                elif policy.victim == "least-computed":
-                    self._put_victim_last(request)
+                self._put_victim_last(request)
         return blocks
+
+    # ----------------------------------------------------------------- the rules
+    def _whole_context_fits(self, request: Any) -> bool:
+        """The free blocks hold `request`'s whole context (prompt plus outputs so far) beside
+        what the prefills in flight still need to finish, both by vLLM's own arithmetic."""
+        scheduler = self.scheduler
+        need = fam.blocks_to_reach(scheduler, request, fam.context_tokens(request))
+        return need + fam.inflight_reserved_blocks(scheduler) <= fam.free_blocks(scheduler)
 
     # ----------------------------------------------------------------- the victim
     def _put_victim_last(self, current: Any) -> None:
