@@ -36,7 +36,7 @@ def v1_step(i: int, **over: Any) -> V1StepRecord:
                                                                            ("1", 1)],
         preempted=[], prefix_hit_tokens=0, recomputed_tokens=0, prompt_tokens=511,
         generated_tokens=1, decode_reqs=1, first_tokens=[], finished=[], withheld=False,
-        held_back=0)
+        held_back=0, computed_total=(i + 1) * 512, recomputed_total=0, preemptions_total=0)
     fields.update(over)
     return V1StepRecord(**fields)
 
@@ -81,6 +81,12 @@ def test_the_v1_summary_counts_preemptions_and_the_recompute_tax():
     assert summary.computed_tokens == 5 * 512
     assert summary.recompute_tax == round(1280 / 2560, 4)
     assert summary.finished_requests == 1 and summary.steps == 5
+
+
+def test_a_v1_step_carries_the_run_so_far():
+    step = v1_step(9, computed_total=4000, recomputed_total=1000, preemptions_total=3)
+    assert step.recompute_tax == 0.25
+    assert v1_step(0, computed_total=0).recompute_tax == 0.0
 
 
 def test_a_v1_recording_writes_loads_and_indexes(tmp_path):

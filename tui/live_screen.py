@@ -204,7 +204,9 @@ class LiveScreen(RunScreen):
 
     def action_cycle_policy(self) -> None:
         base = self.pending_policy or self.view.policy
-        self._choose_policy(str(next_policy(parse_policy(base))))
+        header = self.view.header
+        kind = header.engine if header is not None else "v0"  # V1 cycles its own policies
+        self._choose_policy(str(next_policy(parse_policy(base), kind)))
 
     def action_pick_policy(self) -> None:
         current = self.pending_policy or self.view.policy

@@ -20,7 +20,7 @@ from textual.widgets import Static
 
 from engine.analysis.runway import Runway
 from engine.safe_text import safe
-from engine.stream.records import StepRecord
+from engine.stream.records import StepRecord, V1StepRecord
 from engine.timeaxis import SIM, axis_of
 from tui.run_view import RunView
 
@@ -187,6 +187,8 @@ def key_numbers(view: RunView, status: Status, level: int) -> Text:
     if s is None:
         stage = status.stage or ("starting the engine" if view.header is None else "first step")
         text.append(f"{sep}{stage}…", "italic")
+    elif type(s) is V1StepRecord:
+        _v1_numbers(text, s, level, sep)
     else:
         number = f"{s.step:,}" if level < 3 else str(s.step)
         text.append(f"{sep}step {number}" if level < 3 else f" #{number}")
@@ -217,6 +219,25 @@ def key_numbers(view: RunView, status: Status, level: int) -> Text:
         else:
             text.append("○ not recording" if level < 2 else "○ no rec", "dim")
     return text
+
+
+def _v1_numbers(text: Text, s: V1StepRecord, level: int, sep: str) -> None:
+    """V1's key numbers: no swap space; its thrash is recompute, so the preemptions so far and
+    the recompute tax (tokens computed again over all computed) take swapped's and CPU's place."""
+    number = f"{s.step:,}" if level < 3 else str(s.step)
+    text.append(f"{sep}step {number}" if level < 3 else f" #{number}")
+    labels = (("running", "waiting", "GPU KV", "preempted", "recompute tax"),
+              ("running", "waiting", "GPU", "preempted", "tax"),
+              ("run", "wait", "GPU", "pre", "tax"),
+              ("run", "wt", "GPU", "pre", "tax"))[level]
+    waiting = f"{s.waiting:,}" if level < 3 else str(s.waiting)
+    pct = "{:.1f}%" if level < 3 else "{:.0f}%"
+    text.append(f"{sep}{labels[0]} {s.running}{sep}{labels[1]} {waiting}{sep}{labels[2]} ")
+    text.append(pct.format(s.gpu_pct))
+    text.append(f"{sep}{labels[3]} ")
+    text.append(f"{s.preemptions_total:,}", HOT if s.preempted else "")
+    text.append(f"{sep}{labels[4]} ")
+    text.append(f"{s.recompute_tax:.2f}", HOT if s.recompute_tax >= 0.5 else "")
 
 
 def second_line(view: RunView, status: Status, runway: Runway | None, width: int) -> Text:

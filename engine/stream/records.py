@@ -147,6 +147,11 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
     withheld: bool  # the policy held back an admission this step
     held_back: Count  # waiting requests at that moment
 
+    # running totals since the run started, so any one step says the run's recompute tax
+    computed_total: Count  # tokens scheduled (batched_tokens summed)
+    recomputed_total: Count  # recomputed_tokens summed
+    preemptions_total: Count  # preemptions so far
+
     exec_s: Seconds = 0.0  # measured seconds of the sim executor's execute_model
 
     # ---- the V0 vocabulary, for screens that speak it (V1 has no swap space) ----
@@ -214,6 +219,11 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
     @property
     def cpu_pct(self) -> float:
         return 0.0
+
+    @property
+    def recompute_tax(self) -> float:
+        """Tokens computed again over all tokens computed, so far."""
+        return self.recomputed_total / self.computed_total if self.computed_total else 0.0
 
     @property
     def lost_tokens(self) -> int:

@@ -12,8 +12,9 @@
   checked here, not set: the command line re-executes itself with it (`reexec_for_v1_sim`),
   and engine.child starts its child with it.
 
-vLLM reads the first three lazily (vllm.envs), so setting them before the engine is built
-is enough.
+vLLM reads the first three lazily (vllm.envs), so setting them before vLLM resolves its platform
+(the first engine built, in the observatory's own processes) is enough; a library user who
+imported vLLM and touched its platform first is told so in one line.
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ def prepare_sim_process() -> None:
                           "`PYTHONHASHSEED=0 observatory ...` (the observatory command sets it "
                           "itself)")
     os.environ.update(SIM_ENV)
+    platforms = sys.modules.get("vllm.platforms")
+    resolved = getattr(platforms, "_current_platform", None) if platforms else None
+    if resolved is not None and getattr(resolved, "device_type", "") != "cpu":
+        # modules imported since hold that platform: setting the environment now is too late
+        raise ConfigError("vLLM was imported and chose its platform before the sim engine "
+                          "could set VLLM_TARGET_DEVICE=cpu: set it (and "
+                          "VLLM_ENABLE_V1_MULTIPROCESSING=0) before importing vLLM, or build "
+                          "the engine first")
 
 
 def child_env(env: dict[str, str]) -> dict[str, str]:

@@ -23,6 +23,9 @@ class StepReader:
     def __init__(self, scheduler: Any) -> None:
         self.scheduler = scheduler
         self.finished_total = 0
+        self.computed_total = 0
+        self.recomputed_total = 0
+        self.preemptions_total = 0
         self.token_budget = fam.token_budget(scheduler)
         self.gpu_total = fam.total_blocks(scheduler)
 
@@ -46,6 +49,10 @@ class StepReader:
                 (resumed if rid in resumed_ids else running).append((rid, n))
             prefix_hits = fam.admitted_cached_tokens(output)
         self.finished_total += len(finished)
+        batched = sum(n for _, n in (*new, *resumed, *running))
+        self.computed_total += batched
+        self.recomputed_total += capture.recomputed_tokens
+        self.preemptions_total += len(capture.preempted)
         live = fam.running(scheduler)
         kv_tokens = sum(fam.computed_tokens(r) for r in live)
         sim_step_s = cost.step_seconds(capture.prompt_tokens, capture.decode_reqs, kv_tokens)
@@ -61,8 +68,7 @@ class StepReader:
             gpu_used=max(0, self.gpu_total - fam.free_blocks(scheduler)),
             gpu_total=self.gpu_total,
             kv_tokens=kv_tokens,
-            batched_tokens=sum(n for _, n in new) + sum(n for _, n in resumed)
-            + sum(n for _, n in running),
+            batched_tokens=batched,
             token_budget=self.token_budget,
             new=new,
             resumed=resumed,
@@ -77,4 +83,7 @@ class StepReader:
             finished=finished,
             withheld=capture.withheld,
             held_back=capture.held_back,
+            computed_total=self.computed_total,
+            recomputed_total=self.recomputed_total,
+            preemptions_total=self.preemptions_total,
         )
