@@ -21,6 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from engine.adapters.v1.platform import prepare_sim_process  # noqa: E402
+
+prepare_sim_process()  # before anything imports vLLM (ConfigError without PYTHONHASHSEED=0)
+
 from engine.adapters.v1.build import build_engine  # noqa: E402
 from engine.session import Session  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402

@@ -76,6 +76,10 @@ def open_driver(spec: RunSpec, policy: Policy) -> EngineDriver:
     from engine.adapters.versions import require_supported
 
     release = require_supported()
+    if release.engine == "v1" and spec.backend == "sim":
+        from engine.adapters.v1.platform import prepare_sim_process
+
+        prepare_sim_process()  # before anything imports vLLM, which then picks its platform
     module = importlib.import_module(f"engine.adapters.{release.engine}.driver")
     return module.build_driver(spec, policy)
 
