@@ -151,3 +151,21 @@ def test_the_v1_fix_key_cycles_through_the_v1_policies():
         policy = next_policy(policy, "v1")
         seen.append(str(policy))
     assert seen == ["full-isl", "whole-context", "whole-context+least-computed", "off"]
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_the_status_speaks_v1_at_every_width(width):
+    """The live status keeps the key numbers on one line: for a V1 run the preemptions so far
+    and the recompute tax take swapped's and CPU KV's place."""
+    from tui.run_view import RunView
+    from tui.status_bar import Status, StatusBar
+
+    items = thrash_items()
+    items[4] = v1_step(4, preempted=[("0", 1024, 3)], computed_total=2560,
+                       recomputed_total=1280, preemptions_total=4)
+    view = RunView.from_items(items[:-1])
+    text = StatusBar.compose_text(view, Status(state="running"), width=width)
+    line1 = text.plain.splitlines()[0]
+    assert len(line1) <= width
+    assert "tax 0.50" in line1 and "swap" not in line1 and "CPU" not in line1
+    assert "4" in line1.split("pre")[1]
