@@ -64,6 +64,14 @@ def load_config_file(path: str) -> dict[str, Any]:
     return options.load_config(path)
 
 
+def default_preset() -> str:
+    """seed-5578, or on vLLM's V1 engine (which has no swap space) v1-thrash."""
+    from engine.adapters.versions import installed_version, release_for
+
+    release = release_for(installed_version())
+    return "v1-thrash" if release is not None and release.engine == "v1" else "seed-5578"
+
+
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     """Preset, then config file, then flags. Raises ConfigError (one line) on bad input."""
     fields: dict[str, Any] = load_config_file(args.config) if args.config else {}
@@ -71,7 +79,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     if "num_cpu_blocks" in given and "swap_space_gib" in given:
         raise ConfigError("give --num-cpu-blocks or --swap-space, not both")
     fields.update(given)
-    preset = fields.pop("preset", None) or "seed-5578"
+    preset = fields.pop("preset", None) or default_preset()
     spec = preset_spec(preset, **fields)
     if "swap_space_gib" in given and spec.num_cpu_blocks is not None:
         # --swap-space decides the CPU blocks, also over a preset's or config file's count
