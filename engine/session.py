@@ -12,14 +12,15 @@ Two kinds of failure end a run, and the stream says which:
 - vLLM raises out of `step()` (issue #5578's "Aborted due to the lack of CPU swap space", or any
   other engine failure): EngineAborted with the scheduler's state at that moment, then
   RunFinished(reason="aborted").
-
-What differs between vLLM's V0 engine and its V1 engine (building it, the hooks, reading a step)
-is behind one driver (engine.adapters.driver); the session is the same for both.
 - The observatory's own code raises (a scheduler hook, `build_step_record`, a sink): that is our
   bug, not vLLM's, so it becomes ObserverError (where, error, message), then
   RunFinished(reason="observer_error"). The hooks wrap their own exceptions in HookError so the
   two can be told apart even though both come out of `step()`.
 The engine is not reusable after either; start a new Session with the same spec.
+
+What differs between vLLM's V0 engine and its V1 engine (building it, the hooks, reading a step)
+is behind one driver (engine.adapters.driver), picked by the installed release; the session is
+the same for both.
 
 Two clocks, one per backend (engine.timeaxis names them in the header): on the sim, arrivals
 (`--arrival-rate`, bursts) follow the cost model's simulated clock, which jumps over idle time; on
@@ -128,8 +129,8 @@ class Session:
 
     @property
     def engine(self):
-        """The real vLLM engine (after prepare): V0's `LLMEngine`, V1's `EngineCore`; for
-        tests and power users."""
+        """The real vLLM engine (after prepare): V0's `LLMEngine`, or V1's `LLMEngine` with its
+        in-process EngineCore; for tests and power users."""
         return self._driver.engine if self._driver else None
 
     @property
