@@ -5,7 +5,9 @@
    and workload driven bare: vLLM's V1 `LLMEngine.step()` loop with nothing of the
    observatory's attached. Arms alternate, both with the workload frozen out of the garbage
    collector; the median of each arm and the ratio of the medians of the pairs are printed.
-2. What one V1StepRecord costs: bytes of its JSON line and microseconds to encode it.
+2. What one V1StepRecord costs: bytes of its JSON line and microseconds to encode it, and the
+   observatory's own work per step timed directly on a live engine's state (building the record,
+   classifying the step's tokens), which machine load does not swing the way steps/s moves.
 
 Run: PYTHONHASHSEED=0 python bench/bench_v1.py [--steps N] [--pairs P] [--preset NAME]
 """
@@ -112,7 +114,30 @@ def main() -> int:
     per = (time.perf_counter() - start) / (5 * len(decoded))
     print(f"one V1 step record: {statistics.mean(map(len, lines)):,.0f} bytes on average "
           f"(max {max(map(len, lines)):,}), {per * 1e6:.1f} us to encode")
+    build_us, count_us = own_work(spec)
+    print(f"the observatory's own work per step: {build_us:.1f} us building the record, "
+          f"{count_us:.1f} us classifying the step's tokens (the hooks), against "
+          f"{1e6 / statistics.median(bare_rates):,.0f} us for a bare step")
     return 0
+
+
+def own_work(spec, repeats: int = 20_000) -> tuple[float, float]:
+    """Microseconds to build one V1StepRecord and to classify one step's tokens, timed on the
+    state of a live engine 300 steps in."""
+    from msgspec.structs import replace
+
+    session = Session(replace(spec, max_steps=300).validated())
+    session.run()
+    driver = session.driver
+    capture, cost = driver.hook.current, spec.cost
+    start = time.perf_counter()
+    for _ in range(repeats):
+        driver.reader.build(300, capture, cost, 0.0, 0.0, [])
+    middle = time.perf_counter()
+    for _ in range(repeats):
+        driver.hook._count_tokens(capture, capture.output)
+    end = time.perf_counter()
+    return (middle - start) / repeats * 1e6, (end - middle) / repeats * 1e6
 
 
 if __name__ == "__main__":

@@ -169,3 +169,22 @@ def test_the_status_speaks_v1_at_every_width(width):
     assert len(line1) <= width
     assert "tax 0.50" in line1 and "swap" not in line1 and "CPU" not in line1
     assert "4" in line1.split("pre")[1]
+
+
+def test_a_v1_policy_on_a_v0_engine_is_one_line():
+    """The reverse of the V1 tests' check, where a V0 release is installed: refused before
+    vLLM is even imported."""
+    import subprocess
+    import sys
+
+    from engine.adapters.versions import installed_version, release_for
+
+    release = release_for(installed_version())
+    if release is None or release.engine != "v0":
+        pytest.skip("needs a V0 release of vLLM installed (e.g. the vllm050 extra)")
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "run", "--preset", "demo",
+                          "--policy", "whole-context", "--no-record"],
+                         capture_output=True, text=True, timeout=300)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1, out.stderr
+    assert "whole-context is for vLLM's V1 engine and this engine is V0" in lines[0]
