@@ -39,7 +39,7 @@ import threading
 from pathlib import Path
 from typing import Sequence
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EngineError
 from engine.spec import RunSpec
 from engine.stream.client import EngineLink
 from engine.stream.protocol import PROTOCOL_VERSION, Closing, Hello, encode_line
@@ -53,7 +53,8 @@ FLUSH_TIMEOUT_S = 1.0
 def spawn_local(spec: RunSpec, record: str | None, *, client: str = "tui",
                 child_args: Sequence[str] = ()) -> EngineLink:
     """Start the engine for `spec` in a child process recording to `record` (a path, or None
-    for no recording). Returns at once; raises ConfigError for a bad spec or `record == "-"`.
+    for no recording). Returns at once; raises ConfigError for a bad spec or `record == "-"`,
+    EngineError if the process cannot be started.
     `child_args`: extra arguments for `python -m engine.child` (diagnostics and tests)."""
     spec = spec.validated()
     if record == "-":
@@ -75,7 +76,7 @@ def spawn_local(spec: RunSpec, record: str | None, *, client: str = "tui",
                                    stderr=subprocess.PIPE, close_fds=True)
     except OSError as exc:
         parent_end.close()
-        raise ConfigError(f"cannot start the engine process: {exc.strerror or exc}") from None
+        raise EngineError(f"cannot start the engine process: {exc.strerror or exc}") from None
     finally:
         child_end.close()
     diagnostics: collections.deque[str] = collections.deque(maxlen=20)

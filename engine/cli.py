@@ -14,12 +14,14 @@ from typing import Any, Sequence
 
 import msgspec
 
-from engine import console, options
-from engine.errors import ConfigError
+from engine import console, exit_status, options
+from engine.errors import ConfigError, ObservatoryError
+from engine.exit_status import ExitStatus
 from engine.safe_text import safe
 from engine.spec import RunSpec, preset_spec
 
-EXIT_OK, EXIT_VERIFY_FAILED, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3
+EXIT_OK, EXIT_VERIFY_FAILED, EXIT_USAGE, EXIT_ABORTED = (  # engine.exit_status says why
+    ExitStatus.OK, ExitStatus.DIFFERENCE, ExitStatus.USAGE, ExitStatus.ABORTED)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -113,8 +115,8 @@ def build_parser(prog: str = "observatory") -> tuple[argparse.ArgumentParser, An
 
 
 def dispatch(args: argparse.Namespace, guard_output: bool = True) -> int:
-    """Run a parsed command; ConfigError becomes one line on stderr and exit 2, and so does a
-    failed write to stdout or stderr (engine.console). `guard_output=False` for the Textual
+    """Run a parsed command; an ObservatoryError becomes one line on stderr and its exit status
+    (engine.exit_status: 2), and so does a failed write to stdout or stderr (engine.console). `guard_output=False` for the Textual
     commands, which own the terminal."""
     if guard_output:
         console.guard()
@@ -122,9 +124,9 @@ def dispatch(args: argparse.Namespace, guard_output: bool = True) -> int:
         console.stub_missing_streams()
     try:
         code = int(args.func(args))
-    except ConfigError as exc:
+    except ObservatoryError as exc:
         console.say(f"observatory: error: {safe(exc)}")  # may quote a file's content
-        code = EXIT_USAGE
+        code = exit_status.for_error(exc)
     except console.OutputError as exc:
         return console.fail(exc)
     return console.finish(code) if guard_output else code

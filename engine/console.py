@@ -20,7 +20,9 @@ import os
 import sys
 from typing import Any
 
-EXIT_OUTPUT = 2  # the usage code: the command could not do what was asked, nothing crashed
+from engine.exit_status import ExitStatus
+
+EXIT_OUTPUT = ExitStatus.USAGE  # the command could not do what was asked, nothing crashed
 
 
 class OutputError(OSError):

@@ -25,8 +25,9 @@ same way, are an admission rule plus an optional choice of victim, joined with "
 - ``least-computed``: preempt the request that has computed the fewest tokens (vLLM PR #53723)
   rather than the last admitted.
 
-``off`` is vLLM as configured, on either engine. A policy of the other engine kind is refused
-in one line (`check_engine_kind`).
+``off`` is vLLM as configured, on either engine. Each policy declares the engine kinds it acts
+on (`ENGINE_KINDS`, the header's `engine` field); one of the other engine kind is refused in one
+line (`require_engine_kind`): a V0 rule on V1's scheduler would silently do nothing.
 """
 
 from __future__ import annotations
@@ -35,12 +36,22 @@ from dataclasses import dataclass
 
 from engine.errors import ConfigError
 
-POLICY_NAMES = ("off", "strict", "watermark")
 V1_ADMISSION = ("full-isl", "whole-context")  # V1 admission rules (at most one)
 V1_VICTIM = ("least-computed",)  # V1 victim choices (at most one)
 V1_NAMES = (*V1_ADMISSION, *V1_VICTIM)
 V1_CYCLE = ("off", "full-isl", "whole-context", "whole-context+least-computed")
+POLICY_NAMES = ("off", "strict", "watermark", *V1_NAMES)
 DEFAULT_WATERMARK = 0.5
+ENGINE_KINDS: dict[str, tuple[str, ...]] = {
+    "off": ("v0", "v1"),  # vLLM as released: nothing to act on, any engine
+    "strict": ("v0",),
+    "watermark": ("v0",),
+    "full-isl": ("v1",),
+    "whole-context": ("v1",),
+    "least-computed": ("v1",),
+}
+"""Which engine kinds (engine.stream.records.ENGINE_KINDS) each policy acts on: every name in
+POLICY_NAMES has an entry (a V1 combination acts where its parts do)."""
 
 
 @dataclass(frozen=True)
@@ -59,10 +70,8 @@ class Policy:
 
     @property
     def engine_kinds(self) -> tuple[str, ...]:
-        """The engine kinds (records.ENGINE_KINDS) this policy can govern."""
-        if self.name == "off":
-            return ("v0", "v1")
-        return ("v1",) if self.parts[0] in V1_NAMES else ("v0",)
+        """The engine kinds this policy acts on ("v0", "v1")."""
+        return ENGINE_KINDS[self.parts[0]]
 
     @property
     def admission(self) -> str:
@@ -75,15 +84,15 @@ class Policy:
         return "least-computed" if "least-computed" in self.parts else "last"
 
 
-def check_engine_kind(policy: Policy, kind: str) -> None:
-    """ConfigError (one line) if `policy` cannot govern an engine of `kind`."""
-    if kind in policy.engine_kinds:
-        return
-    names = ("off, strict or watermark[:F]" if kind == "v0" else
-             "off, full-isl, whole-context, least-computed (combine with +, e.g. "
-             "whole-context+least-computed)")
-    raise ConfigError(f"policy {policy} is for vLLM's {policy.engine_kinds[0].upper()} engine "
-                      f"and this engine is {kind.upper()}: use {names}")
+def require_engine_kind(policy: Policy, kind: str) -> None:
+    """Raise ConfigError if `policy` does not act on an engine of `kind` (the header's
+    `engine`): a V0 rule on V1's scheduler would silently do nothing."""
+    if kind not in policy.engine_kinds:
+        acts = [name for name, kinds in ENGINE_KINDS.items() if kind in kinds]
+        combine = " (combine with +, e.g. whole-context+least-computed)" if kind == "v1" else ""
+        raise ConfigError(f"policy {policy} acts on the {', '.join(policy.engine_kinds)} engine, "
+                          f"and this vLLM runs the {kind} engine: use {' or '.join(acts)}"
+                          f"{combine}")
 
 
 @dataclass(frozen=True)
@@ -112,7 +121,7 @@ def parse_policy(text: str | Policy) -> Policy:
     if "+" in lowered or lowered in V1_NAMES:
         return _parse_v1(text, lowered)
     name, sep, level = lowered.partition(":")
-    if name not in POLICY_NAMES:
+    if name not in ("off", "strict", "watermark"):
         raise ConfigError(f"unknown policy {text!r}: use off, strict or watermark[:F] "
                           f"(e.g. watermark:0.5) on V0, off, full-isl, whole-context or "
                           f"least-computed on V1")

@@ -25,14 +25,16 @@ import threading
 import time
 from pathlib import Path
 
-from engine.cli import EXIT_ABORTED, EXIT_OK, add_run_flags, spec_from_args
-from engine.errors import ConfigError
+from engine import exit_status
+from engine.cli import add_run_flags, spec_from_args
+from engine.errors import ConfigError, EngineError, PeerError
+from engine.exit_status import ExitStatus
 from engine.safe_text import safe
 from engine.stream.protocol import RecordingStatus
 from engine.stream.records import (RECORD_TYPES, Header, LogLine, ObserverError, StepRecord,
                                    V1StepRecord)
 
-EXIT_OBSERVER_ERROR = 4
+EXIT_OBSERVER_ERROR = ExitStatus.OBSERVER_ERROR
 DEFAULT_LISTEN = "127.0.0.1:0"
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 _RUN_ITEMS = (Header, *RECORD_TYPES)  # what a summary reads (not the service messages)
@@ -128,12 +130,12 @@ def _record_target(args: argparse.Namespace, spec) -> str | None:
 def _exit_code(host, signals: list[int]) -> int:
     if host.start_error is not None and host.finished is None:
         if signals:
-            return 128 + signals[0]
-        raise ConfigError(host.start_error)
+            return exit_status.for_signal(signals[0])
+        raise EngineError(host.start_error)
     if signals:
-        return 128 + signals[0]
+        return exit_status.for_signal(signals[0])
     reason = host.finished.reason if host.finished is not None else "interrupted"
-    return {"aborted": EXIT_ABORTED, "observer_error": EXIT_OBSERVER_ERROR}.get(reason, EXIT_OK)
+    return exit_status.for_run_end(reason)
 
 
 def _count_signals(host) -> list[int]:
@@ -244,7 +246,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         server = Server(host, address, token, log=log)
     except OSError as exc:
-        raise ConfigError(f"cannot listen on {args.listen}: {exc.strerror or exc}") from None
+        raise PeerError(f"cannot listen on {args.listen}: {exc.strerror or exc}") from None
     log(f"listening on {server.address}")
     hint = f"--token-file {args.token_file}" if args.token_file else "--token-file FILE"
     if args.token_file is None:

@@ -1,10 +1,11 @@
 """A session: one engine, one workload, one stream of records, on its own thread.
 
 This is the small interface everything else talks to (engine.host, verify, the tests).
-Commands from other threads (policy, pause, burst, stop) go through a queue and apply at the next
-step boundary, so a step is never observed half-way. Each command may carry a `done(ok, message,
-step)` callback, called on the engine thread once it has been applied (or refused), which is what
-a service turns into an acknowledgement. Subscribers ("sinks") get every item in order on the
+Commands from other threads (policy, pause, burst, stop) go through a queue, as the typed commands
+of engine.stream.protocol, and apply at the next step boundary, dispatched by their type, so a
+step is never observed half-way. Each command may carry a `done(ok, message, step)` callback,
+called on the engine thread once it has been applied (or refused), which is what a service turns
+into an acknowledgement. Subscribers ("sinks") get every item in order on the
 engine thread: first the Header, then records, and always exactly one RunFinished last. A sink
 must be cheap and must not touch UI widgets (post a message instead).
 
@@ -45,12 +46,15 @@ import threading
 import time
 from typing import Callable
 
+import msgspec
+
 from engine import __version__, logs
 from engine.adapters import device_info
 from engine.adapters.driver import EngineDriver, HookError, installed_engine_kind, open_driver
-from engine.errors import ConfigError
-from engine.policy import Policy, check_engine_kind, parse_policy
+from engine.policy import Policy, parse_policy, require_engine_kind
+from engine.run_state import RunState, state_for_end
 from engine.spec import RunSpec
+from engine.stream.protocol import AddBurst, Pause, Resume, SetPolicy, Stop
 from engine.stream.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, LogLine,
                                    ObserverError, PolicyChanged, Record, RunFinished)
 from engine.workload import Request, Workload
@@ -60,7 +64,7 @@ Sink = Callable[[Item], None]
 Done = Callable[[bool, str, int], None]
 """Command callback: (applied, one-line message, step it applied at)."""
 ProgressFn = Callable[[str, str], None]
-StateFn = Callable[[str, int], None]
+StateFn = Callable[[RunState, int], None]
 
 # vLLM's fcfs policy orders by arrival_time. The seed's add_request loop stamps each request with
 # a distinct, increasing time.time(); requests arriving at the same simulated instant get stamps
@@ -68,8 +72,15 @@ StateFn = Callable[[str, int], None]
 # which changes who gets preempted).
 _ARRIVAL_TIEBREAK_S = 1e-6
 _IDLE_NAP_S = 0.05  # gpu backend, nothing to run: the longest wait between command checks
-OVER_STATES = ("finished", "aborted", "stopped", "failed")
-_STATE_FOR_REASON = {"aborted": "aborted", "stopped": "stopped", "observer_error": "failed"}
+
+
+class _AtBoundary(msgspec.Struct, frozen=True):
+    """Internal command: call `fn(step)` between two steps (see Session.at_boundary)."""
+
+    fn: Callable[[int], tuple[bool, str]]
+
+
+_Queued = SetPolicy | AddBurst | Pause | Resume | Stop | _AtBoundary
 
 
 class _EngineFault(Exception):
@@ -104,9 +115,10 @@ class Session:
                  wall_paced: bool | None = None) -> None:
         self.spec = spec
         self.header: Header | None = None
-        self.state = "starting"
+        self.state = RunState.STARTING
         self._sinks: list[Sink] = []
-        self._commands: queue.Queue[tuple[str, object, str, Done | None]] = queue.Queue()
+        self._commands: queue.Queue[tuple[_Queued, str, Done | None]] = queue.Queue()
+        self._paused = False
         self._accepting = threading.Lock()  # guards _over against a command racing the end
         self._over = False
         self._driver: EngineDriver | None = None
@@ -145,10 +157,9 @@ class Session:
         if self._driver is not None:
             return
         spec = self.spec.validated()
-        kind = installed_engine_kind()
-        check_engine_kind(self._policy, kind)
-        for _, toggle in spec.toggles:
-            check_engine_kind(parse_policy(toggle), kind)
+        kind = installed_engine_kind()  # refused before the engine is built, in one line
+        for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
+            require_engine_kind(policy, kind)
         self._on_progress("building the engine", "")
         driver = open_driver(spec, self._policy)
         self._on_progress("building the engine", driver.blocks_line())
@@ -185,31 +196,20 @@ class Session:
 
     def set_policy(self, policy: str | Policy, source: str = "api",
                    done: Done | None = None) -> None:
-        """Raises ConfigError for a bad name, or, without `done`, a policy of the other engine
-        kind; with `done`, the latter is refused through it (one line)."""
-        policy = parse_policy(policy)
-        if self._driver is not None and self._driver.kind not in policy.engine_kinds:
-            try:
-                check_engine_kind(policy, self._driver.kind)
-            except ConfigError as exc:
-                if done is None:
-                    raise
-                done(False, str(exc), self._step)
-                return
-        self._submit("policy", policy, source, done)
+        self._submit(SetPolicy(id=0, policy=str(parse_policy(policy))), source, done)
 
     def add_burst(self, size: int | None = None, source: str = "api",
                   done: Done | None = None) -> None:
-        self._submit("burst", size or self.spec.burst_size, source, done)
+        self._submit(AddBurst(id=0, size=size or self.spec.burst_size), source, done)
 
     def pause(self, done: Done | None = None) -> None:
-        self._submit("pause", None, "", done)
+        self._submit(Pause(id=0), "", done)
 
     def resume(self, done: Done | None = None) -> None:
-        self._submit("resume", None, "", done)
+        self._submit(Resume(id=0), "", done)
 
     def stop(self, done: Done | None = None) -> None:
-        self._submit("stop", None, "", done)
+        self._submit(Stop(id=0), "", done)
 
     def report_sink_failure(self, sink: Sink, exc: BaseException) -> None:
         """A sink of a sink (e.g. EngineHost's subscribers) failed: end the run at the next
@@ -221,7 +221,7 @@ class Session:
         """Call `fn(step)` on the engine thread between two steps (before `step` runs); its
         (ok, message) goes to `done`. For work that must line up exactly with the stream, such
         as opening a recording mid-run."""
-        self._submit("call", fn, "", done)
+        self._submit(_AtBoundary(fn), "", done)
 
     # ------------------------------------------------------------------ the engine loop
     def run(self) -> None:
@@ -247,7 +247,7 @@ class Session:
                 gc.freeze()
                 frozen = True
             self._on_progress("first step", "")
-            self._set_state("running", 0)
+            self._set_state(RunState.RUNNING, 0)
             self._emit(self.header)
             header_out = True
             if first_arrivals is not None:
@@ -362,26 +362,26 @@ class Session:
             self._over = True
         while True:
             try:
-                kind, _, _, done = self._commands.get_nowait()
+                command, _, done = self._commands.get_nowait()
             except queue.Empty:
                 break
             if done is not None:
-                done(kind == "stop", "the run is over", step)
-        self._set_state(_STATE_FOR_REASON.get(reason, "finished"), step)
+                done(type(command) is Stop, "the run is over", step)
+        self._set_state(state_for_end(reason), step)
         self._emit(RunFinished(steps=step, reason=reason, sim_s=self._sim_s,
                                wall_s=time.perf_counter() - self._t0))
 
-    def _set_state(self, state: str, step: int) -> None:
+    def _set_state(self, state: RunState, step: int) -> None:
         self.state = state
         self._on_state(state, step)
 
-    def _submit(self, kind: str, value: object, source: str, done: Done | None) -> None:
+    def _submit(self, command: _Queued, source: str, done: Done | None) -> None:
         with self._accepting:
             if not self._over:
-                self._commands.put((kind, value, source, done))
+                self._commands.put((command, source, done))
                 return
         if done is not None:
-            done(kind == "stop", "the run is over", self._step)
+            done(type(command) is Stop, "the run is over", self._step)
 
     def _emit_logs(self, step: int) -> None:
         for line in logs.drain():
@@ -392,48 +392,73 @@ class Session:
         if policy == self._policy:
             return False
         assert self._driver is not None
-        check_engine_kind(policy, self._driver.kind)
+        require_engine_kind(policy, self._driver.kind)
         old, self._policy = self._policy, policy
         self._driver.set_policy(policy, source)  # applied when step `step` schedules
         self._emit(PolicyChanged(step=step, old=str(old), new=str(policy), source=source))
         return True
 
     def _drain_commands(self, step: int, sim_s: float) -> bool:
-        """Apply queued commands; block while paused. True means stop."""
-        paused = False
+        """Apply queued commands, each by its type (`_APPLY`); block while paused. True means
+        stop."""
+        self._paused = False
         while True:
             try:
-                kind, value, source, done = self._commands.get(block=paused, timeout=None)
+                command, source, done = self._commands.get(block=self._paused, timeout=None)
             except queue.Empty:
                 return False
-            ok, message = True, ""
+            kind = type(command)
             try:
-                if kind == "policy":
-                    if not self._change_policy(step, value, source):  # type: ignore[arg-type]
-                        message = f"policy is already {value}"
-                elif kind == "burst":
-                    now = self._measured_s() if self._wall_paced else sim_s
-                    requests = self._workload.burst(int(value), now)  # type: ignore[arg-type]
-                    self._emit(self._add_requests(requests, step, sim_s, "burst"))
-                elif kind == "pause":
-                    paused = True
-                    self._set_state("paused", step)
-                elif kind == "resume":
-                    if paused:
-                        paused = False
-                        self._set_state("running", step)
-                    else:
-                        message = "not paused"
-                elif kind == "call":
-                    ok, message = value(step)  # type: ignore[operator]
+                ok, message = _APPLY[kind](self, command, source, step, sim_s)
             except (_ObserverFault, _EngineFault):
                 raise
             except Exception as exc:
-                raise _ObserverFault(f"command {kind}", exc) from exc
+                name = "call" if kind is _AtBoundary else command.op
+                raise _ObserverFault(f"command {name}", exc) from exc
             if done is not None:
                 done(ok, message, step)
-            if kind == "stop":
+            if kind is Stop:
                 return True
+
+    # One method per command type; each returns (ok, message) for the command's `done`.
+    def _apply_policy(self, command: SetPolicy, source: str, step: int,
+                      sim_s: float) -> tuple[bool, str]:
+        policy = parse_policy(command.policy)
+        if self.header.engine not in policy.engine_kinds:
+            return False, (f"policy {policy} acts on the {', '.join(policy.engine_kinds)} engine, "
+                           f"not on this {self.header.engine} engine")
+        if not self._change_policy(step, policy, source):
+            return True, f"policy is already {policy}"
+        return True, ""
+
+    def _apply_burst(self, command: AddBurst, source: str, step: int,
+                     sim_s: float) -> tuple[bool, str]:
+        now = self._measured_s() if self._wall_paced else sim_s
+        requests = self._workload.burst(int(command.size or self.spec.burst_size), now)
+        self._emit(self._add_requests(requests, step, sim_s, "burst"))
+        return True, ""
+
+    def _apply_pause(self, command: Pause, source: str, step: int,
+                     sim_s: float) -> tuple[bool, str]:
+        self._paused = True
+        self._set_state(RunState.PAUSED, step)
+        return True, ""
+
+    def _apply_resume(self, command: Resume, source: str, step: int,
+                      sim_s: float) -> tuple[bool, str]:
+        if not self._paused:
+            return True, "not paused"
+        self._paused = False
+        self._set_state(RunState.RUNNING, step)
+        return True, ""
+
+    def _apply_stop(self, command: Stop, source: str, step: int,
+                    sim_s: float) -> tuple[bool, str]:
+        return True, ""
+
+    def _apply_call(self, command: _AtBoundary, source: str, step: int,
+                    sim_s: float) -> tuple[bool, str]:
+        return command.fn(step)
 
     def _add_requests(self, requests: list[Request], step: int, sim_s: float,
                       source: str) -> Arrivals:
@@ -458,3 +483,9 @@ class Session:
                              error=type(exc).__name__, sim_s=self._sim_s,
                              wall_s=time.perf_counter() - self._t0,
                              **self._driver.abort_state())
+
+
+_APPLY = {SetPolicy: Session._apply_policy, AddBurst: Session._apply_burst,
+          Pause: Session._apply_pause, Resume: Session._apply_resume, Stop: Session._apply_stop,
+          _AtBoundary: Session._apply_call}
+"""What each queued command does, by type: every command type has exactly one entry."""

@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EngineError
 from engine.spec import RunSpec
 
 SEED_PREFIX = "```python\n"
@@ -48,7 +48,7 @@ def seed_long_text() -> str:
 
     spec = importlib.util.find_spec("vllm")
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("vllm is not installed: pip install -e . installs vLLM 0.5.0.post1")
+        raise EngineError("vllm is not installed: pip install -e . installs vLLM 0.5.0.post1")
     path = Path(list(spec.submodule_search_locations)[0]) / "core" / "scheduler.py"
     return path.read_text(encoding="utf-8")
 

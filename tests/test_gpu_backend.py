@@ -22,7 +22,7 @@ import msgspec
 import pytest
 
 from engine.adapters.v0.build import cuda_available, sim_model_dir
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EngineError
 from engine.session import Session
 from engine.spec import preset_spec
 from engine.stream.records import (SCHEMA_VERSION, Arrivals, DeviceInfo, Header, StepRecord,
@@ -283,7 +283,7 @@ def test_a_model_directory_without_a_tokenizer_is_one_line(tmp_path):
     shutil.copy(Path(sim_model_dir("opt-125m")) / "config.json", model / "config.json")
     config = EngineArgs(model=str(model), num_gpu_blocks_override=64,
                         enforce_eager=True).create_engine_config()
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(EngineError) as caught:
         with build_errors(str(model)):
             LLMEngine(**config.to_dict(), executor_class=SimExecutor.configured(64, 64, 0, 0.0),
                       log_stats=False)
@@ -315,7 +315,7 @@ def test_build_failures_name_their_cause_in_one_line(exc, cause):
 
     from engine.adapters.v0.build_errors import build_errors
 
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(EngineError) as caught:
         with build_errors("m"):
             raise eval(exc)
     assert cause in str(caught.value) and "\n" not in str(caught.value)
@@ -516,7 +516,7 @@ def test_a_gpu_model_that_does_not_exist_is_one_line_naming_the_cause(tmp_path, 
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     missing = str(tmp_path / "no-such-model")
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(EngineError) as caught:
         engine_config(preset_spec("demo", backend="gpu", model=missing).validated())
     message = str(caught.value)
     assert "\n" not in message and "model not found" in message and missing in message

@@ -11,7 +11,7 @@ import pytest
 from engine.analysis.logs.importer import import_log
 from engine.analysis.summary import summarize
 from engine.cli import main
-from engine.errors import ConfigError
+from engine.errors import RecordingError
 from engine.stream.reader import load
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
@@ -73,7 +73,7 @@ def test_preemption_blocks_and_timestamps_without_a_year() -> None:
 
 
 def test_v1_log_is_refused_in_one_line(capsys) -> None:
-    with pytest.raises(ConfigError, match="V1 engine log"):
+    with pytest.raises(RecordingError, match="V1 engine log"):
         import_log((FIXTURES / "v1-engine.log").read_bytes())
     assert main(["import-log", str(FIXTURES / "v1-engine.log"), "-o", "/dev/null"]) == 2
     err = capsys.readouterr().err

@@ -576,9 +576,10 @@ def test_empty_and_headless_files_are_refused(tmp_path: Path, content: bytes,
         load(path)
 
 
-def test_missing_file_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="no such file"):
+def test_missing_file_is_a_recording_error_not_a_config_error() -> None:
+    with pytest.raises(RecordingError, match="no such file") as caught:
         load("/nonexistent/recording.jsonl.zst")
+    assert not isinstance(caught.value, ConfigError)
 
 
 def test_summary_of_closed_stdin_is_one_line(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from engine.analysis.logs.reference import Reference
 from engine.cli import main
-from engine.errors import ConfigError
+from engine.errors import ConfigError, RecordingError
 from engine.stream.reader import load
 from tui.launch import replay_app
 from tui.replay_screen import ReplayScreen
@@ -43,7 +43,7 @@ def test_windows_land_on_the_first_step_at_their_time(reference) -> None:
 
 
 def test_not_a_reference_is_refused() -> None:
-    with pytest.raises(ConfigError, match="import-log"):
+    with pytest.raises(RecordingError, match="import-log"):
         Reference.load(str(OFF))
     with pytest.raises(ConfigError, match="--reference"):
         replay_app([str(OFF), str(OFF)], reference=str(OFF))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import ConfigError
+from engine.errors import PeerError
 from engine.stream.client import connect
 from engine.stream.protocol import (PROTOCOL_VERSION, Ack, Disconnected, Hello, StateChanged,
                                     decode_incoming, encode_line)
@@ -97,7 +97,7 @@ def wait_for_step(link, step: int) -> list:
 
 
 def test_wrong_or_missing_token_is_refused_with_one_line_and_no_record(serve):
-    with pytest.raises(ConfigError, match="refused the connection: wrong token"):
+    with pytest.raises(PeerError, match="refused the connection: wrong token"):
         connect(serve.address, "not-the-token", client="intruder")
     for hello in (encode_line(Hello(protocol=PROTOCOL_VERSION, token="x" * 32, client="a")),
                   b'{"kind":"hello","protocol":1,"client":"b"}\n'):

@@ -166,7 +166,7 @@ def test_two_runs_make_the_same_decisions_and_the_recording_verifies(tmp_path):
 def test_a_v0_policy_on_the_v1_engine_is_one_line():
     with pytest.raises(ConfigError) as error:
         Session(preset_spec("v1-thrash", policy="strict").validated()).prepare()
-    assert "\n" not in str(error.value) and "V1" in str(error.value)
+    assert "\n" not in str(error.value) and "runs the v1 engine" in str(error.value)
     out = subprocess.run([sys.executable, "-m", "tui.cli", "run", "--preset", "v1-thrash",
                           "--policy", "watermark", "--no-record"],
                          capture_output=True, text=True, timeout=600)

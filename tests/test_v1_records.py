@@ -10,7 +10,7 @@ import pytest
 
 from engine.analysis.summary import V1Summary, summarize
 from engine.errors import ConfigError
-from engine.policy import Policy, check_engine_kind, next_policy, parse_policy
+from engine.policy import Policy, next_policy, parse_policy, require_engine_kind
 from engine.spec import preset_spec
 from engine.stream.reader import load
 from engine.stream.records import (SCHEMA_VERSION, Header, RunFinished, V1StepRecord,
@@ -141,8 +141,8 @@ def test_a_bad_v1_combination_is_one_line(text):
 def test_a_policy_of_the_other_engine_is_one_line():
     for policy, kind in ((Policy("strict"), "v1"), (parse_policy("whole-context"), "v0")):
         with pytest.raises(ConfigError) as error:
-            check_engine_kind(policy, kind)
-        assert "\n" not in str(error.value) and kind.upper() in str(error.value)
+            require_engine_kind(policy, kind)
+        assert "\n" not in str(error.value) and f"runs the {kind} engine" in str(error.value)
 
 
 def test_the_v1_fix_key_cycles_through_the_v1_policies():
@@ -187,4 +187,4 @@ def test_a_v1_policy_on_a_v0_engine_is_one_line():
                          capture_output=True, text=True, timeout=300)
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1, out.stderr
-    assert "whole-context is for vLLM's V1 engine and this engine is V0" in lines[0]
+    assert "policy whole-context acts on the v1 engine, and this vLLM runs the v0" in lines[0]

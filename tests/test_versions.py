@@ -11,7 +11,7 @@ import pytest
 
 from engine.adapters.versions import (SUPPORTED, installed_version, release_for,
                                       require_supported)
-from engine.errors import ConfigError
+from engine.errors import EngineError
 from engine.stream.records import EngineAborted, Header, RunFinished, StepRecord
 from engine.session import Session
 from engine.spec import preset_spec
@@ -42,7 +42,7 @@ def test_an_unsupported_version_names_every_release_and_its_command(monkeypatch)
 
     for found in ("0.4.3", None):
         monkeypatch.setattr(versions, "installed_version", lambda: found)
-        with pytest.raises(ConfigError) as error:
+        with pytest.raises(EngineError) as error:
             versions.require_supported()
         message = str(error.value)
         assert "\n" not in message

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, ObservatoryError, RecordingError
+from engine.exit_status import ExitStatus
 from engine.safe_text import safe
 from engine.spec import RunSpec
 from tui.app import ObservatoryApp
@@ -26,7 +27,7 @@ MIN_SPEED, MAX_SPEED = 0.25, 64.0
 
 def _fail(message: str) -> int:
     print(f"observatory: error: {safe(message)}", file=sys.stderr)  # may quote a file
-    return 2
+    return ExitStatus.USAGE
 
 
 RecordMode = str | None
@@ -102,7 +103,7 @@ def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, 
     try:
         app = live_app(spec, record, window, connect=connect, reference=reference,
                        reference_offset=reference_offset)
-    except ConfigError as exc:
+    except ObservatoryError as exc:
         return _fail(str(exc))
     code = app.run()
     screen = app.main_screen
@@ -123,7 +124,7 @@ def _display_name(path: str) -> str:
 def load_view(path: str, lenient: bool = False) -> tuple[RunView, str | None]:
     """A whole recording as a RunView, plus a notice if it was truncated or had bad lines.
 
-    Raises engine.stream.reader.RecordingError (a ConfigError) with the reader's message.
+    Raises engine.errors.RecordingError with the reader's message.
     """
     from engine.stream.reader import load
 
@@ -161,7 +162,7 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
 
         path = paths[0]
         if path != "-" and not os.path.exists(path):
-            raise ConfigError(f"{path}: no such file: start the writer first, or pass - to "
+            raise RecordingError(f"{path}: no such file: start the writer first, or pass - to "
                               f"read a recording from stdin")
         source = FollowSource(path, lenient=lenient)
         return ObservatoryApp(lambda: ReplayScreen(RunView(), title=_display_name(path),
@@ -201,8 +202,6 @@ def replay(paths: list[str], speed: float = 1.0, follow: bool = False,
            lenient: bool = False, reference: str | None = None,
            reference_offset: float = 0.0) -> int:
     """Replay one recording (or compare two); `follow` keeps up with a growing file or stdin."""
-    from engine.stream.reader import RecordingError
-
     try:
         if "-" in paths and not follow:
             # Read the whole pipe first, then give fd 0 back to the terminal for the keys.
@@ -214,9 +213,7 @@ def replay(paths: list[str], speed: float = 1.0, follow: bool = False,
                 _stdin_to_tty()
             app = replay_app(paths, speed, follow, lenient, reference=reference,
                              reference_offset=reference_offset)
-    except RecordingError as exc:
-        return _fail(str(exc))
-    except ConfigError as exc:
+    except ObservatoryError as exc:  # a damaged recording, a bad flag: one line
         return _fail(str(exc))
     code = app.run()
     return code if isinstance(code, int) else 0

@@ -18,6 +18,7 @@ import msgspec
 from textual.binding import Binding
 
 from engine.policy import next_policy, parse_policy
+from engine.run_state import RunState
 from engine.spec import RunSpec
 from engine.stream.records import STEP_TYPES, PolicyChanged
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
@@ -69,7 +70,7 @@ class LiveScreen(RunScreen):
         self.window = max(MIN_WINDOW, min(MAX_WINDOW, window))
         self.restartable = restartable
         self._open_source = open_source
-        self.engine_state = "starting"
+        self.engine_state: RunState | str = RunState.STARTING  # or "disconnected"
         self.stage = "starting the engine process"
         self.pending_policy: str | None = None
         self.recording: str | None = None
@@ -89,7 +90,7 @@ class LiveScreen(RunScreen):
         self.source = self._open_source(self.spec) if self.spec is not None \
             else self._open_source(None)  # type: ignore[arg-type]
         self.stream_over = False
-        self.engine_state, self.stage = "starting", "starting the engine process"
+        self.engine_state, self.stage = RunState.STARTING, "starting the engine process"
         self.source.start(self)
 
     # -- what the engine says ---------------------------------------------------------------
@@ -97,8 +98,8 @@ class LiveScreen(RunScreen):
     def arrived(self, items: list) -> None:
         for item in items:
             if type(item) in STEP_TYPES:
-                if self.engine_state == "starting":
-                    self.engine_state, self.stage = "running", ""
+                if self.engine_state == RunState.STARTING:
+                    self.engine_state, self.stage = RunState.RUNNING, ""
             elif isinstance(item, PolicyChanged) and item.new == self.pending_policy:
                 self.pending_policy = None
         header = self.view.header
@@ -136,9 +137,10 @@ class LiveScreen(RunScreen):
     def ended(self, message: StreamEnded) -> None:
         view = self.view
         if view.abort is not None:
-            self.engine_state = "aborted"
+            self.engine_state = RunState.ABORTED
         elif view.finished is not None:
-            self.engine_state = "stopped" if view.finished.reason == "stopped" else "finished"
+            self.engine_state = (RunState.STOPPED if view.finished.reason == "stopped"
+                                 else RunState.FINISHED)
         else:
             self.engine_state = "disconnected"
         self.pending_policy = self.pending_policy if self.restartable else None
@@ -168,11 +170,11 @@ class LiveScreen(RunScreen):
                       saved_bytes=self.recording_bytes if over and self.recording_saved
                       else None,
                       hint=hint, pending_policy=None if over else self.pending_policy,
-                      stage=self.stage if state == "starting" else "",
+                      stage=self.stage if state == RunState.STARTING else "",
                       restart_policy=restart)
 
     def _steps_per_s(self) -> float | None:
-        if self.engine_state != "running":
+        if self.engine_state != RunState.RUNNING:
             return None
         steps = self.view.steps
         if len(steps) < 2:
@@ -225,7 +227,7 @@ class LiveScreen(RunScreen):
         self.draw()
 
     def action_pause(self) -> None:
-        if self.engine_state == "paused":
+        if self.engine_state == RunState.PAUSED:
             self._send("resume")
         else:
             self._send("pause")

@@ -20,7 +20,7 @@ from typing import Any, Callable, Protocol
 
 from textual.message_pump import MessagePump
 
-from engine.errors import ConfigError
+from engine.errors import ObservatoryError
 from engine.stream.records import Header, Record
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
                           RecordsArrived, StreamEnded)
@@ -90,7 +90,7 @@ class _QueuedSource:
         error: str | None = None
         try:
             self._read()
-        except ConfigError as exc:  # RecordingError, a refused connection: one line
+        except ObservatoryError as exc:  # RecordingError, PeerError: one line
             error = str(exc)
         except ConnectionError as exc:  # the link ended without the run's end record
             error = str(exc) or "the connection to the engine closed"

@@ -19,6 +19,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from engine.analysis.runway import Runway
+from engine.run_state import RunState
 from engine.safe_text import safe
 from engine.stream.records import StepRecord, V1StepRecord
 from engine.timeaxis import SIM, axis_of
@@ -252,8 +253,9 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
             pieces.append((0, 0, [full] + ([short] if short else [])))
     if status.hint:
         pieces.append((1, 1, [(status.hint, "bold reverse")]))
-    if status.restart_policy is not None and status.state in ("aborted", "finished",
-                                                              "stopped"):
+    if status.restart_policy is not None and status.state in (RunState.ABORTED,
+                                                              RunState.FINISHED,
+                                                              RunState.STOPPED):
         pieces.append((2, 2, [(f"R restarts with {status.restart_policy}", "bold"),
                               (f"R: {short_policy(status.restart_policy)}", "bold")]))
     if s is not None:
@@ -262,7 +264,7 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
         times = clock
         if status.show_wall and axis is SIM:
             times += f"  wall {s.wall_s:,.1f} s"
-        if status.steps_per_s is not None and status.state == "running":
+        if status.steps_per_s is not None and status.state == RunState.RUNNING:
             times += f"  {status.steps_per_s:,.0f} steps/s"
         pieces.append((3, 3, [(times, ""), (clock, "")]))
     if status.source:

@@ -20,7 +20,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from engine.errors import ConfigError
+from engine.errors import ObservatoryError
 from engine.sweep.report import TABLE_COLUMNS, Report, load
 from tui.replay_screen import ReplayScreen
 
@@ -184,7 +184,7 @@ class SweepScreen(Screen):
         path = self.directory / row["recording"]
         try:
             view, notice = load_view(str(path))
-        except ConfigError as exc:
+        except ObservatoryError as exc:
             self.notify(str(exc), title="cannot replay", severity="error", timeout=8)
             return
         where = ", ".join(f"{a.key}={row.get(a.key)}" for a in self.report.spec.axes)
@@ -194,7 +194,7 @@ class SweepScreen(Screen):
     def action_reload(self) -> None:
         try:
             self.report = load(str(self.directory))
-        except ConfigError as exc:
+        except ObservatoryError as exc:
             self.notify(str(exc), title="reload", severity="error")
             return
         self.fill()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
 
-from engine.errors import ConfigError
+from engine.errors import EngineError
 
 
 @dataclass(frozen=True)
@@ -62,12 +62,12 @@ def supported_line() -> str:
 
 
 def require_supported() -> Release:
-    """The installed release, or ConfigError naming the supported ones and their commands."""
+    """The installed release, or EngineError naming the supported ones and their commands."""
     version = installed_version()
     release = release_for(version)
     if release is None:
         found = "no vLLM is installed" if version is None else f"vLLM {version} is not supported"
-        raise ConfigError(f"{found}; supported: {supported_line()}")
+        raise EngineError(f"{found}; supported: {supported_line()}")
     return release
 
 

@@ -1,8 +1,8 @@
 """The commands that work on recordings: `summary`, `compare`, `export`, `verify`.
 
 `register(subparsers)` adds them to the CLI's argparse subparsers; each handler returns its exit
-code and raises ConfigError (one line) for bad input, which the CLI prints as
-`observatory: error: ...` with exit 2. Imports are deferred into the handlers so that
+code and raises an ObservatoryError (one line: ConfigError for a flag, RecordingError for a
+damaged file) for bad input, which the CLI prints as `observatory: error: ...` with exit 2. Imports are deferred into the handlers so that
 `observatory --help` and the loading commands never pay for vLLM or torch.
 """
 
@@ -12,7 +12,8 @@ import argparse
 import sys
 from typing import Any
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, ObservatoryError
+from engine.exit_status import ExitStatus
 from engine.safe_text import safe
 
 _LENIENT_HELP = ("skip damaged lines and blocks (counted and reported) instead of refusing "
@@ -120,12 +121,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     try:
         result = verify_file(args.path, progress=sys.stderr)
-    except ConfigError as exc:  # name the file (a header's run spec does not know its path)
+    except ObservatoryError as exc:  # name the file (a header's run spec does not know its path)
         text = str(exc)
-        raise ConfigError(text if text.startswith(args.path) else f"{args.path}: {text}") \
+        raise type(exc)(text if text.startswith(args.path) else f"{args.path}: {text}") \
             from None
     if result.ok:
         sys.stdout.write(f"verified: {safe(result.message)}\n")
-        return 0
+        return ExitStatus.OK
     sys.stdout.write(f"verify failed: {safe(result.message)}\n")
-    return 1
+    return ExitStatus.DIFFERENCE

@@ -7,7 +7,8 @@ StateChanged) in the order the engine process sent them. It always ends with exa
 two items: RunFinished (the run is over; the engine process has closed its recording before
 sending it), or Disconnected{reason} (the connection ended first: refused, dropped, the engine
 process died, or `close()` was called). It never raises for a network or engine problem.
-`send(op, arg)` is thread-safe and returns the command id; the Ack with that id arrives through
+`send(op, arg)` (or `send(command)` with a typed command) is thread-safe and returns the
+command id; the Ack with that id arrives through
 `items()`. A command sent on a dead link is lost silently, and `items()` ends with
 Disconnected.
 """
@@ -22,10 +23,11 @@ from typing import Iterator
 
 import msgspec
 
-from engine.errors import ConfigError
-from engine.stream.protocol import (COMMAND_OPS, PROTOCOL_VERSION, Ack, Closing, Command,
+from engine.errors import ConfigError, PeerError
+from engine.stream.protocol import (COMMAND_TYPES, PROTOCOL_VERSION, Ack, Closing, Command,
                                     Disconnected, Hello, Progress, RecordingStatus, Refused,
-                                    StateChanged, Welcome, decode_incoming, encode_line)
+                                    StateChanged, Welcome, decode_incoming, encode_line,
+                                    make_command)
 from engine.stream.records import Header, Record, RunFinished
 
 CONNECT_TIMEOUT_S = 5.0
@@ -100,15 +102,20 @@ class EngineLink:
         return (f"the engine process exited with code {code}" + (f": {last}" if last else ""))
 
     # ---- writing ---------------------------------------------------------------------------
-    def send(self, op: str, arg: str | int | None = None) -> int:
-        """Send a command (op in COMMAND_OPS); return its id. Thread-safe."""
-        if op not in COMMAND_OPS:
-            raise ValueError(f"unknown command {op!r}: one of {', '.join(COMMAND_OPS)}")
+    def send(self, op: str | Command, arg: str | int | None = None) -> int:
+        """Send a command, typed (SetPolicy(...), its id is replaced) or as (op, arg) with op
+        in COMMAND_OPS; return its id. Raises ValueError (BadCommand) for an unknown op.
+        Thread-safe."""
+        if isinstance(op, COMMAND_TYPES):
+            command = op
+        else:
+            command = make_command(op, arg)
         with self._send_lock:
             self._next_id += 1
             command_id = self._next_id
+            command = msgspec.structs.replace(command, id=command_id)
             try:
-                self._sock.sendall(encode_line(Command(id=command_id, op=op, arg=arg)))
+                self._sock.sendall(encode_line(command))
             except OSError:
                 pass  # the link is down: items() ends with Disconnected
         return command_id
@@ -148,13 +155,14 @@ def parse_address(address: str) -> tuple[str, int]:
 
 def connect(address: str, token: str, client: str = "tui") -> EngineLink:
     """Attach to `observatory serve` at HOST:PORT. Raises ConfigError (one line) if the address
-    is malformed or unreachable, or the server refuses (wrong token, other protocol version)."""
+    is malformed, PeerError if it is unreachable or the server refuses (wrong token, other
+    protocol version) or answers in something else."""
     host, port = parse_address(address)
     try:
         sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
     except OSError as exc:
         why = exc.strerror or str(exc) or type(exc).__name__
-        raise ConfigError(f"cannot connect to {address}: {why}: is `observatory serve` "
+        raise PeerError(f"cannot connect to {address}: {why}: is `observatory serve` "
                           f"running there?") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # commands are small lines
     try:
@@ -164,13 +172,13 @@ def connect(address: str, token: str, client: str = "tui") -> EngineLink:
         answer = decode_incoming(line) if line.endswith(b"\n") else None
     except (OSError, msgspec.DecodeError) as exc:
         sock.close()
-        raise ConfigError(f"{address} did not answer like an observatory engine "
+        raise PeerError(f"{address} did not answer like an observatory engine "
                           f"({str(exc)[:80] or type(exc).__name__})") from None
     if isinstance(answer, Refused):
         sock.close()
-        raise ConfigError(f"{address} refused the connection: {answer.reason}")
+        raise PeerError(f"{address} refused the connection: {answer.reason}")
     if not isinstance(answer, Welcome):
         sock.close()
-        raise ConfigError(f"{address} did not answer like an observatory engine")
+        raise PeerError(f"{address} did not answer like an observatory engine")
     sock.settimeout(None)
     return EngineLink(sock, address=address, welcome=answer, stream=stream)

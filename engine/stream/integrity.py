@@ -35,7 +35,7 @@ import zlib
 
 import msgspec
 
-from engine.errors import ConfigError
+from engine.errors import RecordingError
 from engine.stream import limits
 from engine.stream.records import (Check, EngineAborted, Record, RunFinished, StepRecord,
                                    V1StepRecord)
@@ -50,10 +50,6 @@ _record_decoder = msgspec.json.Decoder(Record)
 _check_decoder = msgspec.json.Decoder(Check)
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 _TOO_LONG = b"\x00a line over MAX_LINE_BYTES\x00"  # its stand-in, compared by identity
-
-
-class RecordingError(ConfigError):
-    """A recording that cannot be read; the message names the file and, if known, the line."""
 
 
 def one_line(exc: BaseException) -> str:

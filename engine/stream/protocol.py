@@ -11,15 +11,22 @@ Why it looks like this:
   distinct from every record kind, so a client tells them apart by `kind` alone.
 - Versioned handshake: the client's first line is Hello{protocol, token, client}; the server
   answers Welcome, or Refused{reason} and closes. Nothing of the run is sent before Welcome.
-- After the handshake the client sends Command lines; each gets exactly one Ack with the same
-  id. A command that changes the run shows in the stream too (PolicyChanged.source is
-  "tui" for the local child's owner, "remote:<client>" for a TCP client).
+- After the handshake the client sends commands: a tagged union of Structs, one per command
+  (SetPolicy, Pause, Resume, AddBurst, Stop, ToggleRecording; `kind` is the command's name), so
+  the server decodes a line straight into its type and dispatches on it (the model: vLLM's
+  EngineCoreRequestType with its msgspec-encoded requests). Each gets exactly one Ack with the
+  same id; Ack.op is the command's kind. A command that changes the run shows in the stream too
+  (PolicyChanged.source is "tui" for the local child's owner, "remote:<client>" for a TCP
+  client). A command line that is well formed but wrong (a kind this server does not know, a
+  field of the wrong type) is refused with an Ack(ok=False) saying why in one line, and the
+  connection stays; a line that is not a command at all ends the connection (Closing).
 - A connection the server ends on purpose gets Closing{reason} first (garbage from the client,
   engine start-up failure, server shutdown). A client that falls too far behind is cut off
   without one (the line could not reach it anyway); the server logs why.
 
 Compatibility: add fields with defaults. Changing the meaning of a field or a message bumps
-PROTOCOL_VERSION; a server refuses a client that speaks another version.
+PROTOCOL_VERSION; a server refuses a client that speaks another version. Version 2: commands
+became one Struct per command (version 1 sent {"kind": "command", "op": ..., "arg": ...}).
 """
 
 from __future__ import annotations
@@ -28,13 +35,12 @@ from typing import Union
 
 import msgspec
 
+from engine.errors import PeerError
+from engine.run_state import RunState
 from engine.stream.records import Header, Record
 
-PROTOCOL_VERSION = 1
-COMMAND_OPS = ("policy", "pause", "resume", "burst", "stop", "record")
+PROTOCOL_VERSION = 2
 MAX_LINE_BYTES = 64 * 1024  # a client line longer than this is garbage
-STATES = ("starting", "running", "paused", "stopping", "finished", "aborted", "stopped",
-          "failed")
 
 
 # ---- client -> server -------------------------------------------------------------------
@@ -45,14 +51,94 @@ class Hello(msgspec.Struct, tag="hello", tag_field="kind", kw_only=True):
     client: str  # a short name for this client; a TCP client's commands are "remote:<client>"
 
 
-class Command(msgspec.Struct, tag="command", tag_field="kind", kw_only=True):
-    """`op` in COMMAND_OPS. `arg`: policy: the policy ("strict", "watermark:0.5"); burst: the
-    number of requests (None: the spec's burst_size); record: "on", "off", None (toggle), or,
-    from the local owner only, a path to record to."""
+class _Command(msgspec.Struct, tag_field="kind", kw_only=True):
+    """What every command carries: `id`, echoed by its Ack. Each subclass is one command; its
+    tag (the `kind` on the wire) is the command's name, `op`."""
 
     id: int
-    op: str
-    arg: str | int | None = None
+
+    @property
+    def op(self) -> str:
+        return type(self).__struct_config__.tag
+
+
+class SetPolicy(_Command, tag="policy"):
+    """Switch the scheduler policy at the next step boundary: "off", "strict",
+    "watermark[:F]"."""
+
+    policy: str
+
+
+class Pause(_Command, tag="pause"):
+    """Hold the engine between two steps until Resume (or Stop)."""
+
+
+class Resume(_Command, tag="resume"):
+    """Go on after Pause."""
+
+
+class AddBurst(_Command, tag="burst"):
+    """Add a burst of requests at the next boundary; `size` None: the spec's burst_size."""
+
+    size: int | None = None
+
+
+class Stop(_Command, tag="stop"):
+    """Stop at the next step boundary; the recording gets its end record."""
+
+
+class ToggleRecording(_Command, tag="record"):
+    """Recording on or off at the next boundary: `target` "on", "off", None (toggle), or, from
+    the engine process's own owner only, a file path to record to."""
+
+    target: str | None = None
+
+
+Command = Union[SetPolicy, Pause, Resume, AddBurst, Stop, ToggleRecording]
+COMMAND_TYPES: tuple[type[_Command], ...] = (SetPolicy, Pause, Resume, AddBurst, Stop,
+                                             ToggleRecording)
+COMMAND_OPS = tuple(t.__struct_config__.tag for t in COMMAND_TYPES)
+_BY_OP = dict(zip(COMMAND_OPS, COMMAND_TYPES))
+_ARG_FIELD = {SetPolicy: "policy", AddBurst: "size", ToggleRecording: "target"}
+USAGE = {"policy": "policy needs a policy name: off, strict or watermark[:F]",
+         "burst": "burst needs a size: an integer from 1 to 100000, or nothing for the "
+                  "spec's burst size",
+         "record": "record needs on, off, nothing (to toggle) or a file path"}
+"""How to give each command's argument: the second half of a refusal's one line."""
+
+
+class BadCommand(PeerError):
+    """A command that is well formed but wrong (a peer's protocol error): answered with
+    Ack(ok=False, message=str(this)) and the connection stays. `id` and `op` are echoed."""
+
+    def __init__(self, message: str, id: int = 0, op: str = "?") -> None:
+        super().__init__(message)
+        self.id = id
+        self.op = op
+
+
+def make_command(op: str, arg: str | int | None = None, id: int = 0) -> Command:
+    """The typed command for `op` and its one argument (the shape the TUI's keys and the
+    tests speak). Raises BadCommand for an op that is not a command or an argument where the
+    command takes none; the argument's type and value are checked where the command applies
+    (the server), so a client of this version and a raw peer are refused alike."""
+    cls = _BY_OP.get(op)
+    if cls is None:
+        raise BadCommand(f"unknown command {op!r}: use one of {', '.join(COMMAND_OPS)}", id, op)
+    field = _ARG_FIELD.get(cls)
+    if field is None:
+        if arg is not None:
+            raise BadCommand(f"{op} takes no argument, got {arg!r}", id, op)
+        return cls(id=id)
+    if field == "policy" and arg is None:
+        raise BadCommand(USAGE["policy"], id, op)
+    return cls(id=id, **{field: arg})
+
+
+def command_arg(command: Command) -> str | int | None:
+    """The one argument of `command` (None for those that take none): make_command's inverse."""
+    field = _ARG_FIELD.get(type(command))
+    return None if field is None else getattr(command, field)
 
 
 # ---- server -> client -------------------------------------------------------------------
@@ -109,9 +195,10 @@ class RecordingStatus(msgspec.Struct, tag="recording", tag_field="kind", kw_only
 
 
 class StateChanged(msgspec.Struct, tag="state", tag_field="kind", kw_only=True):
-    """The run's state (one of STATES) at `step`."""
+    """The run's state at `step` (engine.run_state: spelled "running", "paused"... on the
+    wire)."""
 
-    state: str
+    state: RunState
     step: int
 
 
@@ -123,13 +210,22 @@ class Disconnected(msgspec.Struct, tag="disconnected", tag_field="kind", kw_only
 
 
 ServiceMessage = Union[Welcome, Refused, Closing, Ack, Progress, RecordingStatus, StateChanged]
-ClientMessage = Union[Hello, Command]
+ClientMessage = Union[Hello, SetPolicy, Pause, Resume, AddBurst, Stop, ToggleRecording]
 Incoming = Union[Header, Record, Welcome, Refused, Closing, Ack, Progress, RecordingStatus,
                  StateChanged]
 """Anything a server sends."""
 
+
+class _Envelope(msgspec.Struct):
+    """Just enough of a client line to refuse it by name: its kind and id, if it has them."""
+
+    kind: str = "?"
+    id: int | None = None
+
+
 _encoder = msgspec.json.Encoder()
 _client_decoder = msgspec.json.Decoder(ClientMessage)
+_envelope_decoder = msgspec.json.Decoder(_Envelope)
 _incoming_decoder = msgspec.json.Decoder(Incoming)
 
 
@@ -139,8 +235,25 @@ def encode_line(message: msgspec.Struct) -> bytes:
 
 
 def decode_client(line: bytes) -> Hello | Command:
-    """Decode a client line; raises msgspec.DecodeError / ValidationError on anything else."""
-    return _client_decoder.decode(line)
+    """Decode a client line into a Hello or a typed command. Raises BadCommand for a JSON
+    object with a kind and id that is not a valid command (refuse it, keep the connection),
+    and msgspec.DecodeError for anything else (not a protocol line: end the connection)."""
+    try:
+        return _client_decoder.decode(line)
+    except msgspec.ValidationError as exc:
+        try:
+            envelope = _envelope_decoder.decode(line)
+        except msgspec.DecodeError:
+            raise exc from None
+        if envelope.kind == "hello" or envelope.id is None:
+            raise
+        why = str(exc).splitlines()[0][:120]
+        if envelope.kind not in _BY_OP:
+            raise BadCommand(f"unknown command {envelope.kind!r}: use one of "
+                             f"{', '.join(COMMAND_OPS)}", envelope.id, envelope.kind) from None
+        hint = USAGE.get(envelope.kind)
+        raise BadCommand(f"bad {envelope.kind} command ({why})" + (f": {hint}" if hint else ""),
+                         envelope.id, envelope.kind) from None
 
 
 def decode_incoming(line: bytes):

@@ -10,7 +10,7 @@ Why it looks like this:
 - Every file is checked (engine.stream.integrity): the recorder's Check lines, consecutive
   steps, end records that agree. A file is either whole, or cut (the writer stopped: what was
   sealed loads and `truncated`/`cut_note` say where it stops), or damaged: a RecordingError,
-  a ConfigError whose one-line message names the file, the line and what is wrong, so every
+  an ObservatoryError whose one-line message names the file, the line and what is wrong, so every
   command turns it into `observatory: error: ...` and exit 2. `lenient=True` skips what is
   damaged instead and records it in `skipped_lines` / `problems`.
 - Nothing read may exhaust memory or the stack: sizes, decompression ratio, line length and

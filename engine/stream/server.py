@@ -1,8 +1,10 @@
 """Serve one EngineHost to clients: the handshake, command intake, and the TCP listener.
 
 One thread per connection reads it: first the Hello (protocol version, shared-secret token
-compared with hmac.compare_digest, client name), then Command lines, each handed to the host,
-whose Ack comes back on the same connection. The Fanout (engine.stream.fanout) does the sending.
+compared with hmac.compare_digest, client name), then command lines, each decoded into its typed
+command and handed to the host, whose Ack comes back on the same connection. A command that is
+well formed but wrong (unknown kind, a field of the wrong type) is refused with one Ack line and
+the connection stays. The Fanout (engine.stream.fanout) does the sending.
 
 Anything a client sends that is not a protocol line (random bytes, a line over MAX_LINE_BYTES,
 a Hello after the handshake) gets one line back, Refused before the handshake or Closing after
@@ -25,8 +27,8 @@ import msgspec
 
 from engine import __version__
 from engine.stream.fanout import DEFAULT_MAX_BACKLOG_BYTES, ClientQueue, Fanout, Log
-from engine.stream.protocol import (MAX_LINE_BYTES, PROTOCOL_VERSION, Closing, Command, Hello,
-                                    Refused, Welcome, decode_client, encode_line)
+from engine.stream.protocol import (MAX_LINE_BYTES, PROTOCOL_VERSION, Ack, BadCommand, Closing,
+                                    Hello, Refused, Welcome, decode_client, encode_line)
 
 HANDSHAKE_TIMEOUT_S = 5.0
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.@+-]")
@@ -122,16 +124,18 @@ def _read_commands(stream, client: ClientQueue, fanout: Fanout, host, label: str
                 if not line.strip():
                     continue
                 message = decode_client(line)
-                if not isinstance(message, Command):
+                if isinstance(message, Hello):
                     raise ValueError("a second hello")
+            except BadCommand as bad:
+                reply(Ack(id=bad.id, op=bad.op, ok=False, message=str(bad)))
+                continue
             except (ValueError, msgspec.DecodeError) as exc:
                 why = str(exc).splitlines()[0][:120]
                 log(f"dropped client {client.name}: protocol error ({why})")
                 fanout.close_client(client, encode_line(Closing(
                     reason=f"protocol error: {why}; expected one command line")))
                 return
-            host.command(message.op, message.arg, label, reply, command_id=message.id,
-                         allow_path=local)
+            host.submit(message, label, reply, allow_path=local)
     except OSError:
         pass
     log(f"client {client.name} left")

@@ -22,7 +22,7 @@ from typing import Sequence
 import msgspec
 
 from engine.analysis.summary import Summary, SummaryBuilder
-from engine.errors import ConfigError
+from engine.errors import ObservatoryError
 from engine.spec import RunSpec
 from engine.stream.records import Arrivals, Header, Record, StepRecord
 
@@ -90,7 +90,8 @@ class LatencyTracker:
 def run_session(spec: RunSpec, record_path: str | None) -> tuple[Summary, Latency, float]:
     """One headless run, as `observatory run` does it: (summary, latency, engine start seconds).
 
-    Raises ConfigError for settings vLLM rejects; the engine's own abort is part of the summary.
+    Raises an ObservatoryError for settings vLLM rejects; the engine's own abort is part of the
+    summary.
     """
     from engine import logs
     from engine.session import Session
@@ -154,7 +155,7 @@ def run_cell(spec_json: bytes, record: bool) -> bytes:
         if path is not None:
             with open(path, "rb") as file:
                 outcome.recording = file.read()
-    except ConfigError as exc:
+    except ObservatoryError as exc:
         outcome.message = str(exc).strip().splitlines()[0]
     except Exception as exc:  # a bug or anything else: this cell fails, the sweep goes on
         outcome.message = one_line(exc)

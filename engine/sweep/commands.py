@@ -11,10 +11,12 @@ from typing import Any
 import msgspec
 
 from engine.errors import ConfigError
+from engine.exit_status import ExitStatus
 
 DEFAULT_MAX_CELLS = 1000
 FORMATS = ("table", "csv", "json", "markdown")  # engine.sweep.report renders each
-EXIT_OK, EXIT_CELLS_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_OK, EXIT_CELLS_FAILED, EXIT_INTERRUPTED = (  # engine.exit_status says why
+    ExitStatus.OK, ExitStatus.DIFFERENCE, ExitStatus.INTERRUPTED)
 
 
 def register(subparsers: Any) -> None:

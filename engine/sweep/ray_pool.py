@@ -27,7 +27,7 @@ from typing import Iterator
 
 import msgspec
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EngineError, PeerError
 from engine.sweep.cell import CellOutcome, decode_outcome, one_line, run_cell
 from engine.sweep.grid import Cell
 
@@ -58,7 +58,7 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as exc:
-        raise ConfigError(f"cannot reach the Ray cluster at {address}: "
+        raise PeerError(f"cannot reach the Ray cluster at {address}: "
                           f"{exc.strerror or exc}; is `ray start --head` running there?") from None
 
 
@@ -90,14 +90,15 @@ def ray_runtime(address: str | None, workers: int | None, log_path: Path,
     except Exception as exc:  # ConnectionError, ValueError, RuntimeError: all user-fixable
         ray_logger.removeHandler(handler)
         where = f"join the Ray cluster at {address}" if address else "start a local Ray runtime"
-        raise ConfigError(f"cannot {where}: {one_line(exc)} (details in {log_path})") from None
+        error = PeerError if address else EngineError
+        raise error(f"cannot {where}: {one_line(exc)} (details in {log_path})") from None
     try:
         if address is None:
             capacity = int(workers or 1)
         else:
             cpus = int(ray.cluster_resources().get("CPU", 0))
             if cpus < 1:
-                raise ConfigError(f"the Ray cluster at {address} has no CPUs to run cells on")
+                raise PeerError(f"the Ray cluster at {address} has no CPUs to run cells on")
             capacity = min(workers, cpus) if workers else cpus
         yield capacity
     finally:

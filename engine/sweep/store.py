@@ -22,7 +22,7 @@ from typing import Any, IO
 
 import msgspec
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, RecordingError
 from engine.spec import RunSpec
 from engine.sweep import toml_out
 from engine.sweep.grid import Axis, make_axis
@@ -116,7 +116,7 @@ class SweepDir:
         except FileNotFoundError:
             return rows, 0
         except OSError as exc:
-            raise ConfigError(f"cannot read {self.jsonl_path}: {exc.strerror}") from None
+            raise RecordingError(f"cannot read {self.jsonl_path}: {exc.strerror}") from None
         for line in data.splitlines():
             if not line.strip():
                 continue

@@ -1,4 +1,4 @@
-"""Turn a failure while vLLM builds the engine into one ConfigError line that names the cause.
+"""Turn a failure while vLLM builds the engine into one EngineError line that names the cause.
 
 Building a gpu engine loads a tokenizer, downloads or reads weights, allocates the KV cache and
 captures CUDA graphs; each can fail with a deep traceback from transformers, huggingface_hub,
@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from engine.errors import ConfigError
+from engine.errors import EngineError, ObservatoryError
 
 # (cause, what to do, exception type names, substrings of the message); first match wins
 _CAUSES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
@@ -56,12 +56,13 @@ def classify(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def build_errors(model: str) -> Iterator[None]:
-    """Run vLLM's engine construction; re-raise any failure as a one-line ConfigError."""
+    """Run vLLM's engine construction; re-raise any failure as a one-line EngineError (our own
+    one-line errors pass through)."""
     try:
         yield
-    except ConfigError:
+    except ObservatoryError:
         raise
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001  torch/transformers/hub raise many kinds
-        raise ConfigError(f"cannot build the engine for {model!r}: {classify(exc)}") from None
+        raise EngineError(f"cannot build the engine for {model!r}: {classify(exc)}") from None

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, RecordingError
 
 
 def register(subparsers: Any) -> None:
@@ -31,7 +31,7 @@ def read_input(path: str) -> bytes:
     try:
         return Path(path).read_bytes()
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        raise RecordingError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def default_output(path: str) -> str:

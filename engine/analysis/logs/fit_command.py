@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EngineError, RecordingError
 
 
 def register(subparsers: Any) -> None:
@@ -110,7 +110,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     log = import_log(read_input(args.log), args.log)
     target = Target.from_log(log)
     if target.abort_clock_s is None and not target.windows:
-        raise ConfigError(f"{args.log}: nothing to fit")
+        raise RecordingError(f"{args.log}: nothing to fit")
     base = _base_spec(args, log)
     last = max([w.t_s or 0.0 for w in target.windows] + [target.abort_clock_s or 0.0])
     until_s = last + 10.0
@@ -130,7 +130,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     finally:
         runner.close()
     if before.result.error and best.result.error:
-        raise ConfigError(f"the sim of this workload did not start ({best.result.error}): "
+        raise EngineError(f"the sim of this workload did not start ({best.result.error}): "
                           f"fix the run flags and fit again")
     fitted = apply_params(base, best.values)
     sys.stdout.write(f"{sims} sims. Error per metric (mean absolute, in the metric's units; "

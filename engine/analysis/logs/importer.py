@@ -17,7 +17,7 @@ from engine.analysis.logs.clean import logical_lines
 from engine.analysis.logs.events import Event, find_events
 from engine.analysis.logs.stats import StatsRecord, find_stats
 from engine.analysis.logs.timeline import Timeline, absolute
-from engine.errors import ConfigError
+from engine.errors import RecordingError
 from engine.spec import preset_spec
 from engine.stream.records import SCHEMA_VERSION, Header, LogEvent, LogWindow, RunFinished
 
@@ -60,14 +60,14 @@ def _spec_from_log(events: list[Event]) -> tuple[dict[str, Any], dict[str, Any]]
 
 
 def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
-    """Parse a log; raises ConfigError for a V1 log or one without any stats record."""
+    """Parse a log; raises RecordingError for a V1 log or one without any stats record."""
     lines = logical_lines(data)
     stats_all = find_stats(lines)
     stats = [s for s in stats_all if not s.v1]
     if not stats:
         if any(s.v1 for s in stats_all):
-            raise ConfigError(f"{source}: {V1_REFUSAL}")
-        raise ConfigError(f"{source}: no vLLM stats records (`Avg prompt throughput: ...`) found; "
+            raise RecordingError(f"{source}: {V1_REFUSAL}")
+        raise RecordingError(f"{source}: no vLLM stats records (`Avg prompt throughput: ...`) found; "
                           f"start vLLM without --disable-log-stats (LLM(..., "
                           f"disable_log_stats=False)) so it logs one every 5 s")
     events = find_events(lines)

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.errors import ConfigError
+from engine.errors import RecordingError
 from engine.stream.records import LogWindow
 
 SERIES_FIELDS = {"gpu_pct": "gpu_pct", "cpu_pct": "cpu_pct", "running": "running",
@@ -35,7 +35,7 @@ class Reference:
         recording = load(path)
         windows = [item for item in recording.items if isinstance(item, LogWindow)]
         if not windows:
-            raise ConfigError(f"{path}: not a reference recording (no stats windows); make one "
+            raise RecordingError(f"{path}: not a reference recording (no stats windows); make one "
                               f"from a vLLM log with `observatory import-log LOG -o REF`")
         return cls(windows, display_name(path), offset_s)
 
