@@ -67,8 +67,8 @@ async def run_live(args: argparse.Namespace, tmp: str) -> dict[str, float]:
     from textual import events
 
     from tui.launch import live_app
-    from tui.run_plot import RunPlot
-    from tui.status_bar import StatusBar
+    from tui.widgets.run_plot import RunPlot
+    from tui.widgets.status_bar import StatusBar
 
     builds = [0]
     original = RunPlot._build

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import msgspec
 
 from engine import console, exit_status, options
+from engine.adapters.versions import speaks
 from engine.errors import ConfigError, ObservatoryError
 from engine.exit_status import ExitStatus
 from engine.safe_text import safe
@@ -93,9 +94,9 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
 def build_parser(prog: str = "observatory") -> tuple[argparse.ArgumentParser, Any]:
     parser = OneLineParser(
         prog=prog,
-        description="Watch vLLM 0.5's chunked-prefill scheduler starve its swap space "
-                    "(vLLM issue #5578), flip the fix on live, and record, replay, compare and "
-                    "export every step.")
+        description=f"Watch vLLM's chunked-prefill scheduler starve its swap space (vLLM "
+                    f"issue #5578) on {speaks()}, flip the fix on live, and record, replay, "
+                    f"compare and export every step.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     from engine import run_commands  # `run` and `serve`
     from engine.analysis import commands as recording_commands

@@ -16,11 +16,11 @@ from textual.screen import Screen
 
 from engine.stream.reader import load
 from engine.stream.records import EngineAborted, RunFinished
-from tui.help_screen import HelpScreen, describe_bindings
-from tui.key_footer import KeyFooter
-from tui.run_panel import RunPanel
+from tui.widgets.help_screen import HelpScreen, describe_bindings
+from tui.widgets.key_footer import KeyFooter
+from tui.widgets.run_panel import RunPanel
 from tui.run_view import RunView
-from tui.status_bar import Status
+from tui.widgets.status_bar import Status
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDINGS = ROOT / "recordings"

@@ -48,3 +48,92 @@ def test_only_the_adapters_know_vllms_private_names():
             hits[str(path.relative_to(ROOT))] = found
     assert hits == {}
     assert VLLM_PRIVATE.search((ROOT / "engine" / "adapters" / "v0" / "hooks.py").read_text())
+
+
+# -- colours come from the theme ------------------------------------------------------------
+
+HEX_COLOR = re.compile(r"(?<![\w&])#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})\b")
+COLOR_PROPERTIES = re.compile(r"([\w-]*(?:color|background|border|outline|tint)[\w-]*)\s*:"
+                              r"\s*([^;{}]+);")
+
+
+def color_names() -> set[str]:
+    from rich.color import ANSI_COLOR_NAMES
+    from textual._color_constants import COLOR_NAME_TO_RGB
+
+    return set(ANSI_COLOR_NAMES) | set(COLOR_NAME_TO_RGB)
+
+
+def string_literals(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+
+
+def colour_offences(lineno: int, text: str, names: set[str]) -> list[str]:
+    """What in one string literal names a colour itself: a hex value, a Rich style with a
+    colour ("bold red", "white on #c0003c"), or a CSS colour property that is not a $variable."""
+    from rich.errors import StyleSyntaxError
+    from rich.style import Style
+
+    found = [f"{lineno}: {m.group()}" for m in HEX_COLOR.finditer(text)]
+    try:
+        style = Style.parse(text)
+    except (StyleSyntaxError, ValueError):
+        style = None
+    if style is not None and (style.color is not None or style.bgcolor is not None):
+        found.append(f"{lineno}: style {text!r}")
+    for prop, value in COLOR_PROPERTIES.findall(text):
+        words = set(re.findall(r"(?<![$\w-])[a-z_]+\d*\b", value))
+        named = sorted(words & names)
+        if named:
+            found.append(f"{lineno}: {prop}: {value.strip()}")
+    return found
+
+
+def test_no_colour_is_hard_coded_in_the_ui():
+    """Textual's themes and NO_COLOR reach every cell only if every colour is a theme
+    variable: in DEFAULT_CSS ($primary, $error, ...) or resolved from the app's theme."""
+    names = color_names()
+    offenders = {}
+    for path in sorted((ROOT / "tui").rglob("*.py")):
+        found = [offence for lineno, text in string_literals(path)
+                 for offence in colour_offences(lineno, text, names)]
+        tree = ast.parse(path.read_text(), filename=str(path))
+        found += [f"{node.lineno}: RGB literal" for node in ast.walk(tree)
+                  if isinstance(node, ast.Tuple) and len(node.elts) == 3
+                  and all(isinstance(e, ast.Constant) and type(e.value) is int
+                          and 0 <= e.value <= 255 for e in node.elts)]
+        if found:
+            offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
+
+
+def test_the_colour_check_finds_what_it_looks_for():
+    names = color_names()
+    assert colour_offences(1, "bold #f4005f", names)
+    assert colour_offences(1, "bold white on red", names)
+    assert colour_offences(1, "grey37", names)
+    assert colour_offences(1, "Foo { background: red; }", names)
+    assert colour_offences(1, "Foo { color: #fff; }", names)
+    assert not colour_offences(1, "Foo { background: $error; color: $text-error 50%; }", names)
+    assert not colour_offences(1, "bold reverse", names)
+    assert not colour_offences(1, "vLLM issue #5578: the red line is the abort", names)
+
+
+def test_every_widget_styles_by_component_classes():
+    """Each widget that styles its text declares the classes it reads (Textual's way), and
+    every class it declares has a rule in its DEFAULT_CSS."""
+    from tui.replay.compare_screen import CompareScreen
+    from tui.widgets.decisions_table import DecisionsTable
+    from tui.widgets.event_log import EventLog
+    from tui.widgets.help_screen import HelpScreen
+    from tui.widgets.replay_bar import ReplayBar
+    from tui.widgets.status_bar import StatusBar
+    from tui.widgets.step_detail import StepDetail
+
+    for widget in (StatusBar, DecisionsTable, EventLog, StepDetail, HelpScreen, ReplayBar,
+                   CompareScreen):
+        assert widget.COMPONENT_CLASSES, widget.__name__
+        for name in widget.COMPONENT_CLASSES:
+            assert f".{name} " in widget.DEFAULT_CSS, (widget.__name__, name)

@@ -172,8 +172,8 @@ def test_compare_refuses_to_label_mixed_axes_as_one():
 @pytest.mark.parametrize("axis, clock", [("sim", "sim 0.1 s"), ("gpu", "GPU 0.0 s")])
 def test_status_and_detail_label_the_axis(axis, clock):
     from tui.run_view import RunView
-    from tui.status_bar import Status, second_line
-    from tui.step_detail import StepDetail
+    from tui.widgets.status_bar import Status, second_line
+    from tui.widgets.step_detail import StepDetail
 
     view = RunView.from_items(synthetic_run(axis).all_items())
     line = second_line(view, Status(state="finished"), None, 200).plain
@@ -468,9 +468,9 @@ async def test_a_gpu_recording_replays_on_its_measured_axis(tmp_path, demo_run):
     """A real run's records re-labelled as measured on a GPU: the replay's token plot, status
     line and step detail all say "GPU s", and the token rates are over exec_s."""
     from tui.launch import replay_app
-    from tui.run_plot import RunPlot
-    from tui.status_bar import StatusBar
-    from tui.step_detail import StepDetail
+    from tui.widgets.run_plot import RunPlot
+    from tui.widgets.status_bar import StatusBar
+    from tui.widgets.step_detail import StepDetail
 
     items = demo_run("strict", max_steps=300)
     header = msgspec.structs.replace(items[0], backend="gpu", time_axis="gpu",

@@ -11,8 +11,8 @@ from engine.cli import main
 from engine.errors import ConfigError, RecordingError
 from engine.stream.reader import load
 from tui.launch import replay_app
-from tui.replay_screen import ReplayScreen
-from tui.run_plot import RunPlot
+from tui.replay.replay_screen import ReplayScreen
+from tui.widgets.run_plot import RunPlot
 
 ROOT = Path(__file__).resolve().parents[1]
 OFF = ROOT / "recordings" / "seed-5578-off.jsonl.zst"
@@ -69,15 +69,15 @@ def test_a_narrow_legend_folds_the_real_series_into_one_entry() -> None:
     run's own entries, so one "• real" entry says what the dots are, and nothing is cut."""
     import numpy as np
 
-    from tui import palette
-    from tui.run_plot import Line, legend_text
+    from tui.widgets import theme
+    from tui.widgets.run_plot import Line, legend_text
 
     xs = np.arange(3.0)
-    lines = [Line("GPU", xs, xs, palette.GPU_KV), Line("CPU", xs, xs, palette.CPU_KV),
-             Line("GPU (real log)", xs, xs, palette.GPU_KV, short="GPU·real", marker="•"),
-             Line("CPU (real log)", xs, xs, palette.CPU_KV, short="CPU·real", marker="•")]
-    wide = legend_text("KV cache %", "KV%", lines, [], 200).plain
+    lines = [Line("GPU", xs, xs, theme.GPU_KV), Line("CPU", xs, xs, theme.CPU_KV),
+             Line("GPU (real log)", xs, xs, theme.GPU_KV, short="GPU·real", marker="•"),
+             Line("CPU (real log)", xs, xs, theme.CPU_KV, short="CPU·real", marker="•")]
+    wide = legend_text("KV cache %", "KV%", lines, [], 200, lambda _: (9, 9, 9)).plain
     assert "GPU (real log)" in wide and "CPU (real log)" in wide
-    narrow = legend_text("KV cache %", "KV%", lines, [], 26)
+    narrow = legend_text("KV cache %", "KV%", lines, [], 26, lambda _: (9, 9, 9))
     assert narrow.cell_len <= 26
     assert narrow.plain.split() == ["━GPU", "━CPU", "•real"]

@@ -17,17 +17,17 @@ from engine.analysis.runway import forecast
 from engine.stream.reader import load
 from screens_harness import (LATE, OFF, RECORDING_PATH, TOGGLED, live_status, panel_app,
                              replay_status, view_until)
-from tui import palette
-from tui.abort_banner import AbortBanner
-from tui.compare_screen import CompareScreen
-from tui.decisions_table import DecisionsTable
-from tui.event_log import EventLog
-from tui.help_screen import HelpScreen
+from tui.widgets import theme
+from tui.widgets.abort_banner import AbortBanner
+from tui.replay.compare_screen import CompareScreen
+from tui.widgets.decisions_table import DecisionsTable
+from tui.widgets.event_log import EventLog
+from tui.widgets.help_screen import HelpScreen
 from tui.launch import replay_app
-from tui.run_panel import RunPanel
-from tui.run_plot import RunPlot
+from tui.widgets.run_panel import RunPanel
+from tui.widgets.run_plot import RunPlot
 from tui.run_view import RunView
-from tui.status_bar import StatusBar
+from tui.widgets.status_bar import StatusBar
 
 SMALL = (80, 24)
 
@@ -104,9 +104,10 @@ async def test_runway_warns_when_short():
         second = lines(bar)[1]
         assert second.startswith("⚠ swap runway ~")
         assert abs(runway_steps(second) - (recording.abort.step - 700)) < 30
-        # the warning is drawn as a warning: white on red
+        # the warning is drawn as a warning: on the theme's error colour
         warning = [seg for seg in bar.render_line(1) if "⚠" in seg.text]
-        assert warning and warning[0].style.bgcolor.triplet == (0xC0, 0x00, 0x3C)
+        error = theme.rgb(app.theme_variables, "error")
+        assert warning and warning[0].style.bgcolor.triplet == error
 
 
 async def test_runway_after_the_fix_says_whether_it_still_reaches_zero():
@@ -211,13 +212,13 @@ async def test_legends_match_the_drawn_colours_and_hues_are_distinct():
         await pilot.pause()
         for plot in app.screen.query(RunPlot):
             legend, chart = drawn(app, plot)
-            lines_ = {line.label + ("→" if line.axis == "right" else ""): line.color
-                      for line in plot._lines}
+            lines_ = {line.label + ("→" if line.axis == "right" else ""):
+                      plot.color_of(line.color) for line in plot._lines}
             for label, color in lines_.items():
                 assert legend[label] == color, (plot.id, label)
                 assert color in chart, (plot.id, label)  # the line is drawn in that colour
-            assert legend["policy"] == palette.POLICY_MARKER in chart
-            assert legend["abort"] == palette.ABORT_MARKER
+            assert legend["policy"] == plot.color_of(theme.POLICY_MARKER) in chart
+            assert legend["abort"] == plot.color_of(theme.ABORT_MARKER)
             hues = [hue(c) for c in lines_.values()]
             for i, a in enumerate(hues):
                 for b in hues[i + 1:]:
@@ -369,7 +370,7 @@ async def test_ab_choosing_a_row_in_b_seeks_there():
 
 
 async def test_start_up_stage_and_restart_policy_are_shown():
-    from tui.status_bar import Status
+    from tui.widgets.status_bar import Status
 
     stage = "building the engine (8192 GPU / 7281 CPU blocks)"
     app = panel_app(RunView(), Status(state="starting", stage=stage, recording=RECORDING_PATH))

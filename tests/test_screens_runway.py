@@ -13,10 +13,10 @@ from engine.analysis.runway import (SHORT_RUNWAY_STEPS, forecast, forecast_error
 from engine.stream.reader import load
 from engine.stream.records import PolicyChanged, StepRecord
 from screens_harness import LATE, OFF, TOGGLED, view_until
-from tui import palette
-from tui.ab_timeline import Timeline
-from tui.decisions_table import COLUMNS, _ids, layout_columns
-from tui.run_plot import Line, Marker, legend_text, nice_ticks, tick_label
+from tui.widgets import theme
+from tui.replay.ab_timeline import Timeline
+from tui.widgets.decisions_table import COLUMNS, _ids, layout_columns
+from tui.widgets.run_plot import Line, Marker, legend_text, nice_ticks, tick_label
 
 
 def steps_filling(cpu_used: list[int], total: int = 1000, policy: str = "off",
@@ -153,15 +153,17 @@ def test_ticks_are_whole_numbers_for_counts_and_labels_are_short():
 
 
 def test_legend_shortens_but_keeps_every_series():
-    lines = [Line("running", [], [], palette.RUNNING, short="run"),
-             Line("waiting", [], [], palette.WAITING, "right", "wait")]
-    marks = [Marker(3, palette.ABORT_MARKER, "abort"), Marker(1, palette.POLICY_MARKER, "policy")]
-    wide = legend_text("groups", "groups", lines, marks, 80)
+    lines = [Line("running", [], [], theme.RUNNING, short="run"),
+             Line("waiting", [], [], theme.WAITING, "right", "wait")]
+    marks = [Marker(3, theme.ABORT_MARKER, "abort"), Marker(1, theme.POLICY_MARKER, "policy")]
+    colors = {theme.RUNNING: (1, 2, 3), theme.WAITING: (4, 5, 6), theme.ABORT_MARKER: (7, 8, 9),
+              theme.POLICY_MARKER: (10, 11, 12)}
+    wide = legend_text("groups", "groups", lines, marks, 80, colors.get)
     assert wide.plain == "groups  ━ running  ━ waiting→  ┃ policy  ┃ abort"
-    narrow = legend_text("groups", "groups", lines, marks, 22)
+    narrow = legend_text("groups", "groups", lines, marks, 22, colors.get)
     assert narrow.plain == "groups ━run ━wait→"
     for text in (wide, narrow):
-        colors = {text.plain[span.start:span.end].strip("━┃ "): span.style
+        styles = {text.plain[span.start:span.end].strip("━┃ "): span.style
                   for span in text.spans}
-        assert Style.parse(str(colors["wait→" if "wait→" in colors else "waiting→"])).color \
-            .triplet == palette.WAITING
+        assert Style.parse(str(styles["wait→" if "wait→" in styles else "waiting→"])).color \
+            .triplet == colors[theme.WAITING]

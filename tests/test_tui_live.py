@@ -15,11 +15,11 @@ import pytest
 from engine.stream.reader import load
 from engine.stream.records import PolicyChanged
 from engine.spec import preset_spec
-from tui.abort_banner import AbortBanner
-from tui.event_log import EventLog
+from tui.widgets.abort_banner import AbortBanner
+from tui.widgets.event_log import EventLog
 from tui.launch import live_app
-from tui.live_screen import HINT_OFF, LiveScreen
-from tui.status_bar import StatusBar
+from tui.live.live_screen import HINT_OFF, LiveScreen
+from tui.widgets.status_bar import StatusBar
 
 SIZE = (160, 50)
 TIMEOUT_S = 180.0  # the engine child imports vLLM: slow on a loaded 2-core machine
@@ -185,7 +185,7 @@ async def test_help_lists_every_key(key):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press(key)
         await pilot.pause()
-        from tui.help_screen import HelpScreen
+        from tui.widgets.help_screen import HelpScreen
 
         assert isinstance(app.screen, HelpScreen)
         text = str(app.screen.query_one("#help-text").render())
@@ -205,7 +205,7 @@ async def test_policy_picker_sets_a_watermark_level():
         await wait_for(pilot, lambda: len(screen.view.steps) > 5, "the first steps")
         await pilot.press("F")
         await pilot.pause()
-        from tui.policy_picker import PolicyPicker
+        from tui.live.policy_picker import PolicyPicker
 
         assert isinstance(app.screen, PolicyPicker)
         level = app.screen.query_one("#picker-level")
@@ -256,7 +256,7 @@ async def test_live_draws_a_reference_over_every_run(tmp_path):
     from engine.analysis.logs.synthetic import stats_log
     from engine.cli import main
     from engine.costmodel import CostModel
-    from tui.run_plot import RunPlot
+    from tui.widgets.run_plot import RunPlot
 
     # a "real" log: the demo on a slow clock, so that its 211 steps span two 5-s windows
     spec = preset_spec("demo", policy="off", cost=CostModel(base_s=0.05)).validated()

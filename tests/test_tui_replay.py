@@ -9,15 +9,15 @@ import pytest
 
 from engine.stream.reader import load
 from engine.stream.records import encode
-from tui.abort_banner import AbortBanner
-from tui.compare_screen import CompareScreen
-from tui.decisions_table import DecisionsTable
+from tui.widgets.abort_banner import AbortBanner
+from tui.replay.compare_screen import CompareScreen
+from tui.widgets.decisions_table import DecisionsTable
 from tui.launch import replay, replay_app
-from tui.replay_bar import ReplayBar
-from tui.replay_screen import ReplayScreen
-from tui.run_plot import RunPlot
-from tui.status_bar import StatusBar
-from tui.step_detail import StepDetail
+from tui.widgets.replay_bar import ReplayBar
+from tui.replay.replay_screen import ReplayScreen
+from tui.widgets.run_plot import RunPlot
+from tui.widgets.status_bar import StatusBar
+from tui.widgets.step_detail import StepDetail
 
 ROOT = Path(__file__).resolve().parents[1]
 OFF = ROOT / "recordings" / "seed-5578-off.jsonl.zst"

@@ -158,7 +158,7 @@ def test_the_status_speaks_v1_at_every_width(width):
     """The live status keeps the key numbers on one line: for a V1 run the preemptions so far
     and the recompute tax take swapped's and CPU KV's place."""
     from tui.run_view import RunView
-    from tui.status_bar import Status, StatusBar
+    from tui.widgets.status_bar import Status, StatusBar
 
     items = thrash_items()
     items[4] = v1_step(4, preempted=[("0", 1024, 3)], computed_total=2560,

@@ -100,7 +100,7 @@ def build_full_parser() -> argparse.ArgumentParser:
     replay.add_argument("--lenient", action="store_true", help="skip corrupt lines")
     add_reference_flags(replay)
     replay.set_defaults(func=cmd_replay)
-    from tui.sweep_command import register as register_sweep_browse
+    from tui.sweeps.sweep_command import register as register_sweep_browse
 
     register_sweep_browse(sub)
     return parser

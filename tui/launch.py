@@ -16,13 +16,12 @@ from engine.errors import ConfigError, ObservatoryError, RecordingError
 from engine.exit_status import ExitStatus
 from engine.safe_text import safe
 from engine.spec import RunSpec
-from tui.app import ObservatoryApp
-from tui.run_view import RunView
+from tui.playhead import MAX_SPEED, MIN_SPEED
 
-if TYPE_CHECKING:
-    from tui.live_screen import SourceFactory
-
-MIN_SPEED, MAX_SPEED = 0.25, 64.0
+if TYPE_CHECKING:  # textual and the run index load late: `live --connect` refuses before them
+    from tui.app import ObservatoryApp
+    from tui.run_view import RunView
+    from tui.live.live_screen import SourceFactory
 
 
 def _fail(message: str) -> int:
@@ -56,12 +55,14 @@ def local_engine_source(record: RecordMode) -> "SourceFactory":
     return open_source
 
 
-def remote_engine_source(address: str, token: str) -> "SourceFactory":
-    """A source attached to `observatory serve` at `address` (one run; no restart)."""
+def remote_engine_source(address: str, token: str, link=None) -> "SourceFactory":
+    """A source attached to `observatory serve` at `address` (one run; no restart), through
+    `link` if the caller has already connected."""
     from engine.stream.client import connect
     from tui.run_source import EngineSource
 
-    return lambda _spec: EngineSource(lambda: connect(address, token, client="tui"))
+    return lambda _spec: EngineSource(
+        lambda: link if link is not None else connect(address, token, client="tui"))
 
 
 def _reference(path: str | None, offset_s: float):
@@ -76,11 +77,12 @@ def _reference(path: str | None, offset_s: float):
 
 def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
              connect: tuple[str, str] | None = None, reference: str | None = None,
-             reference_offset: float = 0.0) -> ObservatoryApp:
+             reference_offset: float = 0.0, link=None) -> ObservatoryApp:
     """The live monitor on a local engine child running `spec`, or attached to a server
     (`connect=(address, token)`, `spec` None), with a real log overlaid if `reference` names
     one. Raises ConfigError for bad arguments."""
-    from tui.live_screen import LiveScreen
+    from tui.app import ObservatoryApp
+    from tui.live.live_screen import LiveScreen
 
     if record == "-":
         raise ConfigError("live mode draws on the terminal, so it cannot record to stdout "
@@ -88,7 +90,7 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
     ref = _reference(reference, reference_offset)
     if connect is not None:
         address, token = connect
-        factory = remote_engine_source(address, token)
+        factory = remote_engine_source(address, token, link)
         return ObservatoryApp(lambda: LiveScreen(None, factory, window, restartable=False,
                                                  title=address, reference=ref))
     assert spec is not None
@@ -99,14 +101,31 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
 def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
          connect: tuple[str, str] | None = None, reference: str | None = None,
          reference_offset: float = 0.0) -> int:
-    """Run the live monitor; print the recordings the engine wrote when it closes."""
+    """Run the live monitor; print the recordings the engine wrote when it closes.
+
+    With `connect`, the handshake comes first, before the app takes the terminal: a refusal
+    (a wrong token, a closed port, a peer that is not an observatory) is one line and exit 2
+    within the handshake's timeout, with no screen drawn and taken down again."""
+    link = None
+    if connect is not None:
+        from engine.stream.client import connect as open_link
+
+        try:
+            link = open_link(*connect, client="tui")
+        except ObservatoryError as exc:  # PeerError: refused, unreachable, not an observatory
+            return _fail(str(exc))
     try:
         app = live_app(spec, record, window, connect=connect, reference=reference,
-                       reference_offset=reference_offset)
+                       reference_offset=reference_offset, link=link)
     except ObservatoryError as exc:
+        if link is not None:
+            link.close()
         return _fail(str(exc))
     code = app.run()
     screen = app.main_screen
+    refusal = getattr(screen, "refusal", None)
+    if refusal:  # a wrong token, a closed port, a peer that is not an observatory
+        return _fail(refusal)
     view = getattr(screen, "view", None)
     if view is not None and view.header is None and getattr(screen, "stage", ""):
         # quit before the first step (a model can take minutes to load): say what was cut short
@@ -127,6 +146,7 @@ def load_view(path: str, lenient: bool = False) -> tuple[RunView, str | None]:
     Raises engine.errors.RecordingError with the reader's message.
     """
     from engine.stream.reader import load
+    from tui.run_view import RunView
 
     view = load(path, lenient=lenient, into=RunView)
     recording = view
@@ -145,8 +165,10 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                lenient: bool = False, autoplay: bool = True, reference: str | None = None,
                reference_offset: float = 0.0) -> ObservatoryApp:
     """Build the replay (one path) or compare (two paths) app; raises ConfigError."""
-    from tui.compare_screen import CompareScreen
-    from tui.replay_screen import ReplayScreen
+    from tui.app import ObservatoryApp
+    from tui.replay.compare_screen import CompareScreen
+    from tui.replay.replay_screen import ReplayScreen
+    from tui.run_view import RunView
 
     if not 1 <= len(paths) <= 2:
         raise ConfigError(f"replay takes one recording, or two to compare; got {len(paths)}")

@@ -89,8 +89,11 @@ class RecordingChanged(Message):
 
 class StreamEnded(Message):
     """The source has nothing more to give: the run ended, the file ended, or the connection
-    closed. `error` is a one-line reason when it ended badly."""
+    closed. `error` is a one-line reason when it ended badly; `refused` says the source never
+    opened (a wrong token, a closed port, a peer that is not an observatory): there is nothing
+    to show, and nothing will come."""
 
-    def __init__(self, error: str | None = None) -> None:
+    def __init__(self, error: str | None = None, refused: bool = False) -> None:
         super().__init__()
         self.error = error
+        self.refused = refused

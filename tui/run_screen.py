@@ -3,7 +3,7 @@ newest step or move through history, and an optional RunSource that keeps append
 
 Replay and live are this same screen (Dolphie style): replay is a cursor over a finished or
 growing recording; live is a growing stream from an engine process, followed by default, plus
-the control keys (tui.live_screen). Moving back through a live run is replay of what has
+the control keys (tui.live.live_screen). Moving back through a live run is replay of what has
 arrived so far; `end` returns to following.
 
 Drawing is throttled, not polled: a message that changes what is shown asks for a frame, and a
@@ -20,19 +20,19 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
 
-from tui.goto_step import GotoStep
-from tui.help_screen import HelpScreen, describe_bindings
-from tui.key_footer import KeyFooter
+from tui.widgets.goto_step import GotoStep
+from tui.widgets.help_screen import HelpScreen, describe_bindings
+from tui.widgets.key_footer import KeyFooter
 from tui.messages import RecordsArrived, SeekRequested, StepSelected, StreamEnded
-from tui.replay_bar import ReplayBar
-from tui.run_panel import Mode, RunPanel
+from tui.playhead import Playhead, WallPace
+from tui.widgets.replay_bar import ReplayBar
+from tui.widgets.run_panel import Mode, RunPanel
 from tui.run_source import RunSource
 from tui.run_view import RunView
-from tui.status_bar import Status
+from tui.widgets.status_bar import Status
 
 MAX_FPS = 15
 PLAY_HZ = 12  # how often playback moves the cursor
-MIN_SPEED, MAX_SPEED = 0.25, 64.0
 FALLBACK_STEPS_PER_S = 100.0  # 1x for a recording without usable wall-clock times
 
 NAVIGATION = [
@@ -66,22 +66,49 @@ class RunScreen(Screen):
         super().__init__()
         self.view = view
         self.source = source
-        self.following = following
         self.title_text = title
-        self.speed = max(MIN_SPEED, min(MAX_SPEED, speed))
-        self.playing = playing
+        self.playhead = self._playhead_for(view, speed=speed, playing=playing,
+                                           following=following, ended=source is None)
         self.frames = 0  # frames painted
         self._notice = notice
-        self._clock = 0.0  # recorded wall-clock seconds the play head is at
-        self._carry = 0.0  # fractional steps (recordings without wall-clock times)
-        self._last_play = time.monotonic()
         self._last_frame = 0.0
         self._frame_timer: Timer | None = None
         self._plotted: tuple | None = None
-        self.stream_over = source is None
-        if view.steps and not following:
-            view.cursor = view.first_step
-            self._clock = view.wall_of(view.cursor)
+        self._show_playhead()
+
+    @staticmethod
+    def _playhead_for(view: RunView, **state) -> Playhead:
+        return Playhead(WallPace(view, FALLBACK_STEPS_PER_S), view.first_step, view.last_step,
+                        view.first_step, **state)
+
+    # -- the playhead, as the view and the tests see it -------------------------------------
+
+    @property
+    def following(self) -> bool:
+        return self.playhead.following
+
+    @property
+    def playing(self) -> bool:
+        return self.playhead.playing
+
+    @property
+    def speed(self) -> float:
+        return self.playhead.speed
+
+    @property
+    def stream_over(self) -> bool:
+        """The source has nothing more to give (always, for a whole recording)."""
+        return self.playhead.ended
+
+    @stream_over.setter
+    def stream_over(self, over: bool) -> None:
+        self.playhead.ended = over
+
+    def _show_playhead(self) -> None:
+        """The view's cursor is the playhead's position (None while following)."""
+        view, head = self.view, self.playhead
+        head.extend(view.first_step, view.last_step)
+        view.cursor = None if head.following or not view.steps else head.position
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -120,10 +147,7 @@ class RunScreen(Screen):
         view = self.view
         for item in items:
             view.add(item)
-        if self.following:
-            view.cursor = None
-        elif view.cursor is None and view.steps:
-            view.cursor = view.first_step
+        self._show_playhead()
         self.arrived(items)
         self.request_frame()
 
@@ -133,7 +157,7 @@ class RunScreen(Screen):
     def on_stream_ended(self, message: StreamEnded) -> None:
         self.stream_over = True
         self.on_records_arrived(RecordsArrived())  # anything queued before the end
-        if message.error:
+        if message.error and not message.refused:  # refused: the screen leaves and says why
             self.view.notice(f"stream ended: {message.error}", "error")
             self.notify(message.error, title="stream", severity="error", timeout=10)
         self.ended(message)
@@ -182,7 +206,7 @@ class RunScreen(Screen):
         panel = self.query_one(RunPanel)
         panel.show_text(view, self.status(), self.banner_footer())
         self.query_one(ReplayBar).show(view.current_step, view.first_step, view.last_step,
-                                       self.playing, self.speed, self.following,
+                                       self.playhead,
                                        f"  {self.title_text}" if self.title_text else "")
         lo, hi = self.plot_range()
         cursor = None if self.following else view.current_step
@@ -191,86 +215,75 @@ class RunScreen(Screen):
             panel.show_plots(view, lo, hi, cursor)
             self._plotted = key
 
-    # -- the cursor -------------------------------------------------------------------------
+    # -- the cursor: every move goes through the playhead -------------------------------------
 
-    def seek(self, step: int) -> None:
-        view = self.view
-        if not view.steps:
-            return
-        self.following = False
-        view.cursor = view.clamp(step)
-        self._clock = view.wall_of(view.cursor)
-        self.query_one(RunPanel).reset()
-        self.draw()  # a key or a click: answer at once
-
-    def follow_newest(self) -> None:
-        self.following, self.playing = True, False
-        self.view.cursor = None
+    def moved(self) -> None:
+        """The playhead moved by a user's hand: show it at once (a key or a click)."""
+        self._show_playhead()
         self.query_one(RunPanel).reset()
         self.draw()
 
-    def _play_tick(self) -> None:
-        now = time.monotonic()
-        dt, self._last_play = now - self._last_play, now
-        view = self.view
-        if not self.playing or self.following or not view.steps:
+    def seek(self, step: int) -> None:
+        """Show `step` (playing goes on from there; tests and the benchmark call this)."""
+        if not self.view.steps:
             return
-        if view.cursor is None:
-            view.cursor = view.first_step
-        if view.steps[-1].wall_s > view.steps[0].wall_s:  # recorded pace available
-            self._clock += dt * self.speed
-            target = max(view.cursor, view.step_at_wall(self._clock))
-        else:
-            self._carry += dt * self.speed * FALLBACK_STEPS_PER_S
-            advance = int(self._carry)
-            self._carry -= advance
-            target = view.clamp(view.cursor + advance)
-        if target != view.cursor:
-            view.cursor = target
-            self.request_frame()
-        if view.cursor >= view.last_step and self.stream_over:
-            self.playing = False
+        self.playhead.seek(step)
+        self.moved()
+
+    def follow_newest(self) -> None:
+        self.playhead.follow()
+        self.moved()
+
+    def _play_tick(self) -> None:
+        if not self.view.steps:
+            self.playhead.tick(time.monotonic())
+            return
+        if self.playhead.tick(time.monotonic()):
+            self._show_playhead()
             self.request_frame()
 
     # -- navigation actions -------------------------------------------------------------------
 
+    def go(self, step: int) -> None:
+        if self.view.steps:
+            self.playhead.go(step)
+            self.moved()
+
     def action_step(self, delta: int) -> None:
-        self.playing = False
-        self.seek(self.view.current_step + delta)
+        self.go(self.view.current_step + delta)
 
     def action_seek_start(self) -> None:
-        self.playing = False
-        self.seek(self.view.first_step)
+        self.go(self.view.first_step)
 
     def action_seek_end(self) -> None:
-        self.playing = False
-        if self.source is not None and not self.stream_over:
-            self.follow_newest()
-        else:
-            self.seek(self.view.last_step)
+        self.playhead.end()
+        self.moved()
 
     def action_speed(self, factor: float) -> None:
-        self.speed = max(MIN_SPEED, min(MAX_SPEED, self.speed * factor))
+        self.playhead.scale_speed(factor)
         self.draw()
 
-    def action_jump(self, direction: int) -> None:
+    def find_event(self, step: int, direction: int) -> tuple[int, str] | None:
+        """The next or previous event's step (the abort stands for the step that raised: its
+        last completed step is one before it)."""
         view = self.view
-        here = view.current_step
-        event = view.next_event(here) if direction > 0 else view.prev_event(here)
+        event = view.next_event(step) if direction > 0 else view.prev_event(step)
         if event is None:
+            return None
+        return (event.step - 1 if event.kind == "abort" else event.step), event.text
+
+    def action_jump(self, direction: int) -> None:
+        text = self.playhead.jump(direction, self.find_event)
+        if text is None:
             self.notify("no further event" if direction > 0 else "no earlier event", timeout=2)
             return
-        self.playing = False
-        # The abort record stands for the step that raised; its last completed step is one
-        # before it.
-        self.seek(event.step - 1 if event.kind == "abort" else event.step)
-        self.notify(event.text, timeout=3)
+        self.moved()
+        self.notify(text, timeout=3)
 
     def action_goto(self) -> None:
         def go(step: int | None) -> None:
             if step is not None:
-                self.playing = False
-                self.seek(step)
+                self.go(step)
 
         self.app.push_screen(GotoStep(self.view.first_step, self.view.last_step), go)
 
@@ -294,10 +307,8 @@ class RunScreen(Screen):
     # -- messages from the widgets ------------------------------------------------------------
 
     def on_seek_requested(self, message: SeekRequested) -> None:
-        self.playing = False
-        self.seek(message.step)
+        self.go(message.step)
 
     def on_step_selected(self, message: StepSelected) -> None:
         if self.PANEL_MODE == "replay":
-            self.playing = False
-            self.seek(message.step)
+            self.go(message.step)

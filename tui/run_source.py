@@ -48,6 +48,11 @@ class RunSource(Protocol):
         """Stop reading and let go of the engine (it finishes its recording on its own)."""
 
 
+class SourceRefused(ObservatoryError):
+    """The source could not be opened at all (connect refused, unreachable, not an
+    observatory; an engine child that cannot start). One line, as every ObservatoryError."""
+
+
 class _QueuedSource:
     """The reader-thread half every source shares: queue records, post one coalescing
     RecordsArrived per burst, and always end with exactly one StreamEnded."""
@@ -88,15 +93,18 @@ class _QueuedSource:
 
     def _run(self) -> None:
         error: str | None = None
+        refused = False
         try:
             self._read()
+        except SourceRefused as exc:  # it never opened: the reason is all there is
+            error, refused = str(exc), True
         except ObservatoryError as exc:  # RecordingError, PeerError: one line
             error = str(exc)
         except ConnectionError as exc:  # the link ended without the run's end record
             error = str(exc) or "the connection to the engine closed"
         except OSError as exc:
             error = f"{type(exc).__name__}: {exc}"
-        self._post(StreamEnded(error))
+        self._post(StreamEnded(error, refused=refused))
 
     def _read(self) -> None:
         raise NotImplementedError
@@ -156,7 +164,10 @@ class EngineSource(_QueuedSource):
     def _read(self) -> None:
         from engine.stream import protocol
 
-        self._link = link = self._open_link()
+        try:
+            self._link = link = self._open_link()
+        except ObservatoryError as exc:
+            raise SourceRefused(str(exc)) from None
         if self._stop.is_set():
             link.close()
             return

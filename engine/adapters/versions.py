@@ -42,6 +42,19 @@ SUPPORTED: tuple[Release, ...] = (
 DEFAULT = SUPPORTED[0]
 
 
+def speaks() -> str:
+    """The releases the observatory speaks, by engine kind, in one phrase for help texts
+    ("the V0 engine of vLLM 0.5.0.post1 to 0.10.2"); made from SUPPORTED, so it stays true as
+    releases and engine kinds are added."""
+    kinds: dict[str, list[str]] = {}
+    for release in SUPPORTED:
+        kinds.setdefault(release.engine, []).append(release.version)
+    return " and ".join(
+        f"the {kind.upper()} engine of vLLM {versions[0]}"
+        + (f" to {versions[-1]}" if len(versions) > 1 else "")
+        for kind, versions in kinds.items())
+
+
 def installed_version() -> str | None:
     """The installed vLLM's version from its metadata, or None if there is none."""
     try:

@@ -30,7 +30,11 @@ from engine.stream.protocol import (COMMAND_TYPES, PROTOCOL_VERSION, Ack, Closin
                                     make_command)
 from engine.stream.records import Header, Record, RunFinished
 
-CONNECT_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 3.5
+"""How long connecting, and then the server's answer to the hello, may take each. A peer that
+accepts but never answers (not an observatory) is refused after this long, so a refused
+`live --connect` ends, with its reason, within 5 s (bench/bench_connect_refusal.py); a serve
+answers in milliseconds, or in up to about 2.5 s while its engine starts on a loaded machine."""
 LinkItem = Header | Record | Ack | Progress | RecordingStatus | StateChanged | Disconnected
 
 
@@ -170,6 +174,10 @@ def connect(address: str, token: str, client: str = "tui") -> EngineLink:
         stream = sock.makefile("rb")
         line = stream.readline()
         answer = decode_incoming(line) if line.endswith(b"\n") else None
+    except socket.timeout:
+        sock.close()
+        raise ConfigError(f"{address} did not answer within {CONNECT_TIMEOUT_S:g} s: is it "
+                          f"`observatory serve`?") from None
     except (OSError, msgspec.DecodeError) as exc:
         sock.close()
         raise PeerError(f"{address} did not answer like an observatory engine "

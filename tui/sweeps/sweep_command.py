@@ -1,4 +1,4 @@
-"""`observatory sweep-browse DIR`: the sweep's cells on the TUI (tui/sweep_screen.py).
+"""`observatory sweep-browse DIR`: the sweep's cells on the TUI (tui/sweeps/sweep_screen.py).
 
 `register(subparsers)` adds the command; Textual is imported only when it runs, so building the
 parser stays as cheap as for the headless commands.
@@ -14,7 +14,7 @@ def browse_app(directory: str):
     """The app showing the sweep in `directory`; raises ConfigError for a bad directory."""
     from engine.sweep.report import load
     from tui.app import ObservatoryApp
-    from tui.sweep_screen import SweepScreen
+    from tui.sweeps.sweep_screen import SweepScreen
 
     report = load(directory)
     return ObservatoryApp(lambda: SweepScreen(directory, report))

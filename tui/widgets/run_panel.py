@@ -13,6 +13,7 @@ table widens its id columns instead.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from textual.app import ComposeResult
@@ -21,15 +22,15 @@ from textual.geometry import Size
 
 from engine.analysis.runway import LateFix, Runway, forecast, late_fix, latest_change
 from engine.timeaxis import axis_of
-from tui import palette
-from tui.abort_banner import AbortBanner
-from tui.decisions_table import DecisionsTable
-from tui.event_log import EventLog
+from tui.widgets import theme
+from tui.widgets.abort_banner import AbortBanner
+from tui.widgets.decisions_table import DecisionsTable
+from tui.widgets.event_log import EventLog
 from tui.messages import StepSelected
-from tui.run_plot import Line, Marker, RunPlot
+from tui.widgets.run_plot import Line, Marker, RunPlot
 from tui.run_view import RunView
-from tui.status_bar import Status, StatusBar
-from tui.step_detail import StepDetail
+from tui.widgets.status_bar import Status, StatusBar
+from tui.widgets.step_detail import StepDetail
 
 Mode = Literal["live", "replay"]
 
@@ -40,11 +41,41 @@ DETAIL_MIN_HEIGHT = 20
 COMPACT_HEIGHT = 30  # below this the abort banner keeps to two lines
 
 
+@dataclass(frozen=True)
+class Series:
+    """One line on a plot: the run index's series `name`, drawn in a theme variable."""
+
+    name: str  # RunView.series name
+    label: str
+    color: theme.Variable
+    short: str = ""  # label on narrow plots
+    axis: str = "left"
+    real: bool = False  # also drawn from an overlaid real log (--reference), as dots
+
+
+PLOTS: tuple[tuple[str, str, str, tuple[float, float] | None, bool, tuple[Series, ...]], ...] = (
+    ("plot-kv", "KV cache %", "KV%", (0.0, 100.0), False, (
+        Series("gpu_pct", "GPU", theme.GPU_KV, real=True),
+        Series("cpu_pct", "CPU", theme.CPU_KV, real=True))),
+    ("plot-queues", "groups", "groups", None, True, (
+        Series("running", "running", theme.RUNNING, "run", real=True),
+        Series("swapped", "swapped", theme.SWAPPED, "swap", real=True),
+        # waiting (thousands in the seed) on its own right axis, so the swapped curve, the
+        # one to watch, keeps the left axis' resolution
+        Series("waiting", "waiting", theme.WAITING, "wait", "right"))),
+    ("plot-tokens", "tokens/sim s", "tok/s", None, False, (
+        Series("gen_tps", "generated", theme.GENERATED, "gen"),
+        Series("prompt_tps", "prompt", theme.PROMPT, "prompt"))),
+)
+"""Every plot of the panel and its series, in one place: (id, title, short title, fixed y
+range, whole-number ticks, series). A new line is one Series here."""
+
+
 def markers_for(view: RunView) -> list[Marker]:
     """Policy changes and the abort as vertical lines."""
-    marks = [Marker(p.step, palette.POLICY_MARKER, "policy") for p in view.policy_changes]
+    marks = [Marker(p.step, theme.POLICY_MARKER, "policy") for p in view.policy_changes]
     if view.abort is not None:
-        marks.append(Marker(max(view.first_step, view.abort.step - 1), palette.ABORT_MARKER,
+        marks.append(Marker(max(view.first_step, view.abort.step - 1), theme.ABORT_MARKER,
                             "abort"))
     return marks
 
@@ -105,9 +136,8 @@ class RunPanel(Vertical):
         yield StatusBar(id="status")
         yield AbortBanner(id="abort-banner")
         with Horizontal(id="plots"):
-            yield RunPlot("KV cache %", short_title="KV%", ylim=(0, 100), id="plot-kv")
-            yield RunPlot("groups", short_title="groups", integer=True, id="plot-queues")
-            yield RunPlot("tokens/sim s", short_title="tok/s", id="plot-tokens")
+            for plot_id, title, short, ylim, integer, _ in PLOTS:
+                yield RunPlot(title, short_title=short, ylim=ylim, integer=integer, id=plot_id)
         with Horizontal(id="lower"):
             yield DecisionsTable(id="decisions")
             with Vertical(id="side"):
@@ -165,43 +195,27 @@ class RunPanel(Vertical):
                               else max(step, view.abort.step))
 
     def show_plots(self, view: RunView, lo: int, hi: int, cursor: int | None = None) -> None:
-        """The three plots over steps lo..hi, downsampled to each plot's width."""
+        """The plots over steps lo..hi, downsampled to each plot's width (series: PLOTS)."""
         marks = markers_for(view)
         xlim = (float(lo), float(max(hi, lo + 1)))
-        kv = self.query_one("#plot-kv", RunPlot)
-        queues = self.query_one("#plot-queues", RunPlot)
-        tokens = self.query_one("#plot-tokens", RunPlot)
-        tokens.title = f"tokens/{axis_of(view.header).unit}"  # per second of the run's axis
-
-        def line(plot: RunPlot, name: str, label: str, color: palette.RGB, axis: str = "left",
-                 short: str = "") -> Line:
-            xs, ys = view.series(name, lo, hi, plot.points)
-            return Line(label, xs, ys, color, axis, short)
-
-        def real(name: str, label: str, color: palette.RGB) -> list[Line]:
-            """The overlaid real log's series: dots, not lines, and "real" in the legend."""
-            ref = view.reference
-            if ref is None:
-                return []
-            xs, ys = ref.series(name, view.column("sim_s"), view.first_step, lo, hi)
-            return [Line(f"{label} (real log)", xs, ys, color, short=f"{label}·real",
-                         marker="•")]
-
-        kv.show([line(kv, "gpu_pct", "GPU", palette.GPU_KV),
-                 line(kv, "cpu_pct", "CPU", palette.CPU_KV),
-                 *real("gpu_pct", "GPU", palette.GPU_KV),
-                 *real("cpu_pct", "CPU", palette.CPU_KV)], marks, xlim, cursor)
-        queues.show([line(queues, "running", "running", palette.RUNNING, short="run"),
-                     line(queues, "swapped", "swapped", palette.SWAPPED, short="swap"),
-                     # waiting (thousands in the seed) on its own right axis, so the
-                     # swapped curve, the one to watch, keeps the left axis' resolution
-                     line(queues, "waiting", "waiting", palette.WAITING, "right", "wait"),
-                     *real("running", "run", palette.RUNNING),
-                     *real("swapped", "swap", palette.SWAPPED)],
-                    marks, xlim, cursor)
-        tokens.show([line(tokens, "gen_tps", "generated", palette.GENERATED, short="gen"),
-                     line(tokens, "prompt_tps", "prompt", palette.PROMPT, short="prompt")],
-                    marks, xlim, cursor)
+        self.query_one("#plot-tokens", RunPlot).title = \
+            f"tokens/{axis_of(view.header).unit}"  # per second of the run's axis
+        ref = view.reference
+        for plot_id, _, _, _, _, series in PLOTS:
+            plot = self.query_one(f"#{plot_id}", RunPlot)
+            lines = []
+            for s in series:
+                xs, ys = view.series(s.name, lo, hi, plot.points)
+                lines.append(Line(s.label, xs, ys, s.color, s.axis, s.short))
+            if ref is not None:  # the overlaid real log: dots, not lines, "real" in the legend
+                for s in series:
+                    if s.real:
+                        xs, ys = ref.series(s.name, view.column("sim_s"), view.first_step,
+                                            lo, hi)
+                        label = s.short or s.label
+                        lines.append(Line(f"{label} (real log)", xs, ys, s.color,
+                                          short=f"{label}·real", marker="•"))
+            plot.show(lines, marks, xlim, cursor)
 
     # -- keys the screens bind ----------------------------------------------------------------
 

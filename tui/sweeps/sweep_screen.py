@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from engine.errors import ObservatoryError
 from engine.sweep.report import TABLE_COLUMNS, Report, load
-from tui.replay_screen import ReplayScreen
+from tui.replay.replay_screen import ReplayScreen
 
 
 def _text(value: Any) -> str:

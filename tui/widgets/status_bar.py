@@ -13,6 +13,7 @@ to go. The recording's full path is in the help screen (`?`), not here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -21,23 +22,63 @@ from textual.widgets import Static
 from engine.analysis.runway import Runway
 from engine.run_state import RunState
 from engine.safe_text import safe
-from engine.stream.records import StepRecord, V1StepRecord
+from engine.stream.records import StepRecord
 from engine.timeaxis import SIM, axis_of
 from tui.run_view import RunView
+from tui.widgets.theme import Roles, component_roles, unstyled
 
-POLICY_STYLES = {"off": "bold white on #c0003c", "strict": "bold black on #98e024",
-                 "watermark": "bold black on #e6db74"}
-PENDING_STYLE = "bold black on #fd971f"
-STATE_STYLES = {"running": "bold #98e024", "paused": "bold #e6db74", "aborted": "bold #f4005f",
-                "finished": "bold #58d1eb", "stopped": "bold #58d1eb", "starting": "italic",
-                "replay": "bold #58d1eb"}
-HOT = "bold #f4005f"  # swapped groups, a full swap space
-WARN = "bold white on #c0003c"
+POLICY_ROLES = {"off": "policy-off", "strict": "policy-strict", "watermark": "policy-watermark"}
+STATE_ROLES = {"running": "running", "paused": "paused", "stopping": "paused",
+               "aborted": "aborted", "failed": "aborted", "disconnected": "aborted",
+               "finished": "over", "stopped": "over", "replay": "over", "starting": "starting"}
+"""The role each state word is drawn in (RunState's values, and the screens' own words)."""
+
+
+def _count(name: str) -> Callable[[StepRecord, int], str]:
+    return lambda s, level: f"{getattr(s, name):,}" if level < 3 else str(getattr(s, name))
+
+
+def _percent(name: str) -> Callable[[StepRecord, int], str]:
+    return lambda s, level: f"{getattr(s, name):.{1 if level < 3 else 0}f}%"
+
+
+@dataclass(frozen=True)
+class KeyNumber:
+    """One of line 1's numbers: its label at each verbosity level (0 words ... 3
+    abbreviations), its value, and when it is hot (drawn as a warning)."""
+
+    labels: tuple[str, str, str, str]
+    value: Callable[[StepRecord, int], str]
+    hot: Callable[[StepRecord], bool] = lambda s: False
+
+
+KEY_NUMBERS: dict[str, tuple[KeyNumber, ...]] = {
+    "v0": (KeyNumber(("running", "running", "run", "run"), _count("running")),
+           KeyNumber(("swapped", "swapped", "swap", "swp"), _count("swapped"),
+                     lambda s: s.swapped > 0),
+           KeyNumber(("waiting", "waiting", "wait", "wt"), _count("waiting")),
+           KeyNumber(("GPU KV", "GPU", "GPU", "GPU"), _percent("gpu_pct")),
+           KeyNumber(("CPU KV", "CPU", "CPU", "CPU"), _percent("cpu_pct"),
+                     lambda s: s.cpu_pct >= 50)),
+    # V1 has no swap space; its thrash is recompute: the preemptions so far and the recompute
+    # tax (tokens computed again over all computed, so far) take swapped's and CPU's place
+    "v1": (KeyNumber(("running", "running", "run", "run"), _count("running")),
+           KeyNumber(("waiting", "waiting", "wait", "wt"), _count("waiting")),
+           KeyNumber(("GPU KV", "GPU", "GPU", "GPU"), _percent("gpu_pct")),
+           KeyNumber(("preempted", "preempted", "pre", "pre"), _count("preemptions_total"),
+                     lambda s: bool(s.preempted)),
+           KeyNumber(("recompute tax", "tax", "tax", "tax"),
+                     lambda s, level: f"{s.recompute_tax:.2f}",
+                     lambda s: s.recompute_tax >= 0.5)),
+}
+"""Line 1's numbers by engine kind (the recording header's `engine`): another kind's queues
+are one more entry here. A kind without an entry is shown as V0."""
+
 LEVELS = 5  # line 1's verbosity levels, 0 (words) to 4 (abbreviations, no recording size)
 
 
-def policy_style(policy: str) -> str:
-    return POLICY_STYLES.get(policy.partition(":")[0], "bold reverse")
+def policy_role(policy: str) -> str:
+    return POLICY_ROLES.get(policy.partition(":")[0], "policy")
 
 
 def short_policy(policy: str) -> str:
@@ -71,11 +112,11 @@ class Status:
     pending_policy: str | None = None  # asked for (key pressed), not applied by the engine yet
     stage: str = ""  # start-up stage while no step has run ("importing vLLM", ...)
     restart_policy: str | None = None  # the policy R restarts with, once the run is over
-    source_style: str = "#58d1eb"  # A/B replay: the run's colour on the plots
+    source_role: str = "source"  # A/B replay: "run-0" / "run-1", the run's colour on the plots
 
 
 def runway_text(runway: Runway | None, policy: str, compact: bool) -> tuple[str, str] | None:
-    """(text, style) saying how many steps the swap space has left; None if nothing to say."""
+    """(text, role) saying how many steps the swap space has left; None if nothing to say."""
     if runway is None or runway.total_blocks <= 0:
         return None
     steps = runway.steps
@@ -85,12 +126,12 @@ def runway_text(runway: Runway | None, policy: str, compact: bool) -> tuple[str,
             if not runway.since_change:
                 return None
             return (f"swap empty ({under})" if compact
-                    else f"swap space empty under {policy}", "bold #98e024")
+                    else f"swap space empty under {policy}", "good")
         if runway.since_change:
             return (f"swap stable ({under})" if compact
-                    else f"swap space no longer filling under {policy}", "bold #98e024")
+                    else f"swap space no longer filling under {policy}", "good")
         return ("swap stable" if compact else "swap space not filling", "")
-    style = WARN if runway.short else "bold #fd971f"
+    style = "warn" if runway.short else "caution"
     mark = "⚠ " if runway.short else ""
     if compact:
         return f"{mark}runway ~{steps:,.0f}", style
@@ -102,9 +143,16 @@ def runway_text(runway: Runway | None, policy: str, compact: bool) -> tuple[str,
     return text, style
 
 
+STATUS_ROLES = ("policy-off", "policy-strict", "policy-watermark", "policy", "pending",
+                "running", "paused", "aborted", "over", "starting", "hot", "warn", "caution",
+                "good", "rec", "muted", "hint", "bold", "source", "run-0", "run-1")
+"""Every role the status lines style text by; each is a `status-bar--ROLE` component class."""
+
+
 class StatusBar(Static):
     """Two lines rendered from a RunView, a Status and the runway forecast."""
 
+    COMPONENT_CLASSES = {f"status-bar--{role}" for role in STATUS_ROLES}
     # Global on purpose: toasts go to the top right, under these two lines, where they cover a
     # corner of the plots rather than the event log (bottom right) or the footer.
     SCOPED_CSS = False
@@ -113,6 +161,89 @@ class StatusBar(Static):
         height: 2;
         background: $boost;
         padding: 0 1;
+    }
+    StatusBar > .status-bar--policy-off {
+        background: $error;
+        color: $foreground;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--policy-strict {
+        background: $success;
+        color: $background;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--policy-watermark {
+        background: $warning;
+        color: $background;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--policy {
+        text-style: bold reverse;
+    }
+    StatusBar > .status-bar--pending {
+        background: $accent;
+        color: $background;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--running {
+        color: $success;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--paused {
+        color: $warning;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--aborted {
+        color: $error;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--over {
+        color: $text-primary;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--starting {
+        text-style: italic;
+    }
+    StatusBar > .status-bar--hot {
+        color: $text-error;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--warn {
+        background: $error;
+        color: $foreground;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--caution {
+        color: $warning;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--good {
+        color: $success;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--rec {
+        color: $text-error;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--muted {
+        text-style: dim;
+    }
+    StatusBar > .status-bar--hint {
+        text-style: bold reverse;
+    }
+    StatusBar > .status-bar--bold {
+        text-style: bold;
+    }
+    StatusBar > .status-bar--source {
+        color: $text-primary;
+    }
+    StatusBar > .status-bar--run-0 {
+        color: $primary;
+        text-style: bold;
+    }
+    StatusBar > .status-bar--run-1 {
+        color: $success;
+        text-style: bold;
     }
     #textual-toastrack {
         dock: top;
@@ -132,23 +263,36 @@ class StatusBar(Static):
         if key == getattr(self, "_key", None):
             return  # the screens call this on every tick; most ticks change nothing here
         self._key = key
-        text = self.compose_text(view, status, runway, width)
+        text = self.compose_text(view, status, runway, width,
+                                 component_roles(self, "status-bar"))
         if text.plain != getattr(self, "_last_plain", None):
             self._last_plain = text.plain
             self.update(text, layout=False)  # fixed height: no layout pass, which is costly
+
+    def redraw(self) -> None:
+        self._key = self._last_plain = None
+        args = getattr(self, "_args", None)
+        if args is not None:
+            self.show(*args)
 
     def on_resize(self) -> None:
         args = getattr(self, "_args", None)
         if args is not None:
             self.show(*args)
 
+    def notify_style_update(self) -> None:
+        """A new theme: the text was styled with the old one's colours."""
+        super().notify_style_update()
+        if self.is_mounted:
+            self.call_later(self.redraw)
+
     @staticmethod
     def compose_text(view: RunView, status: Status, runway: Runway | None = None,
-                     width: int = 158) -> Text:
+                     width: int = 158, roles: Roles = unstyled) -> Text:
         """Both lines for `width` cells: line 1 at the most verbose level that fits."""
-        line1 = key_numbers(view, status, LEVELS - 1)
+        line1 = key_numbers(view, status, LEVELS - 1, roles)
         for level in range(LEVELS):
-            candidate = key_numbers(view, status, level)
+            candidate = key_numbers(view, status, level, roles)
             if candidate.cell_len <= width:
                 line1 = candidate
                 break
@@ -157,94 +301,66 @@ class StatusBar(Static):
         text = Text(no_wrap=True, overflow="crop")
         text.append_text(line1)
         text.append("\n")
-        text.append_text(second_line(view, status, runway, width))
+        text.append_text(second_line(view, status, runway, width, roles))
         return text
 
 
-def _policy_badge(text: Text, view: RunView, status: Status, level: int) -> None:
+def _policy_badge(text: Text, view: RunView, status: Status, level: int, roles: Roles) -> None:
     policy = safe(view.policy)  # from a file when replaying
     pending = status.pending_policy if status.pending_policy != policy else None
     shown = policy if level < 3 else short_policy(policy)
     if level == 0:
         text.append("policy ")
     if pending is None or level < 2:
-        text.append(f" {shown} ", policy_style(policy))
+        text.append(f" {shown} ", roles(policy_role(policy)))
     if pending is not None:
         target = pending if level < 3 else short_policy(pending)
-        text.append(f" → {target}… " if level < 2 else f" →{target}… ", PENDING_STYLE)
+        text.append(f" → {target}… " if level < 2 else f" →{target}… ", roles("pending"))
 
 
-def key_numbers(view: RunView, status: Status, level: int) -> Text:
+def key_numbers(view: RunView, status: Status, level: int, roles: Roles = unstyled) -> Text:
     """Line 1 at verbosity `level` (0: words ... 3: abbreviations, 4: the recording indicator
     without its size)."""
     level, bare_rec = min(level, 3), level >= 4
     text = Text()
-    _policy_badge(text, view, status, level)
+    _policy_badge(text, view, status, level, roles)
     sep = "  " if level < 2 else " "
     state = status.state
     text.append(sep)
-    text.append(state, STATE_STYLES.get(state.split()[0] if state else "", ""))
+    text.append(state, roles(STATE_ROLES.get(state.split()[0] if state else "", "bold")))
     s: StepRecord | None = view.current
     if s is None:
         stage = status.stage or ("starting the engine" if view.header is None else "first step")
-        text.append(f"{sep}{stage}…", "italic")
-    elif type(s) is V1StepRecord:
-        _v1_numbers(text, s, level, sep)
+        text.append(f"{sep}{stage}…", roles("starting"))
     else:
         number = f"{s.step:,}" if level < 3 else str(s.step)
         text.append(f"{sep}step {number}" if level < 3 else f" #{number}")
-        labels = (("running", "swapped", "waiting", "GPU KV", "CPU KV"),
-                  ("running", "swapped", "waiting", "GPU", "CPU"),
-                  ("run", "swap", "wait", "GPU", "CPU"),
-                  ("run", "swp", "wt", "GPU", "CPU"))[level]
-        waiting = f"{s.waiting:,}" if level < 3 else str(s.waiting)
-        text.append(f"{sep}{labels[0]} {s.running}{sep}{labels[1]} ")
-        text.append(str(s.swapped), HOT if s.swapped else "")
-        text.append(f"{sep}{labels[2]} {waiting}{sep}{labels[3]} ")
-        pct = "{:.1f}%" if level < 3 else "{:.0f}%"
-        text.append(pct.format(s.gpu_pct))
-        text.append(f"{sep}{labels[4]} ")
-        text.append(pct.format(s.cpu_pct), HOT if s.cpu_pct >= 50 else "")
+        kind = view.header.engine if view.header is not None else "v0"
+        for key in KEY_NUMBERS.get(kind, KEY_NUMBERS["v0"]):
+            text.append(f"{sep}{key.labels[level]} ")
+            text.append(key.value(s, level), roles("hot") if key.hot(s) else "")
     if status.source is None:
         text.append(sep + (" " if level < 2 else ""))
         if status.recording:
             size = human_bytes(status.recording_bytes, compact=level > 0)
-            text.append("● REC " if level < 2 else "●REC", "bold #f4005f")
+            text.append("● REC " if level < 2 else "●REC", roles("rec"))
             if not bare_rec:
                 text.append(size if level < 2 else " " + size.replace(" ", "")
                             if level == 3 else " " + size)
         elif status.saved_bytes is not None:  # over: say the file is there, not "no rec"
             size = human_bytes(status.saved_bytes, compact=level > 0)
             text.append(("✔ saved " + size) if level < 2 else "✔" + size.replace(" ", ""),
-                        "bold #98e024")
+                        roles("good"))
         else:
-            text.append("○ not recording" if level < 2 else "○ no rec", "dim")
+            text.append("○ not recording" if level < 2 else "○ no rec", roles("muted"))
     return text
 
 
-def _v1_numbers(text: Text, s: V1StepRecord, level: int, sep: str) -> None:
-    """V1's key numbers: no swap space; its thrash is recompute, so the preemptions so far and
-    the recompute tax (tokens computed again over all computed) take swapped's and CPU's place."""
-    number = f"{s.step:,}" if level < 3 else str(s.step)
-    text.append(f"{sep}step {number}" if level < 3 else f" #{number}")
-    labels = (("running", "waiting", "GPU KV", "preempted", "recompute tax"),
-              ("running", "waiting", "GPU", "preempted", "tax"),
-              ("run", "wait", "GPU", "pre", "tax"),
-              ("run", "wt", "GPU", "pre", "tax"))[level]
-    waiting = f"{s.waiting:,}" if level < 3 else str(s.waiting)
-    pct = "{:.1f}%" if level < 3 else "{:.0f}%"
-    text.append(f"{sep}{labels[0]} {s.running}{sep}{labels[1]} {waiting}{sep}{labels[2]} ")
-    text.append(pct.format(s.gpu_pct))
-    text.append(f"{sep}{labels[3]} ")
-    text.append(f"{s.preemptions_total:,}", HOT if s.preempted else "")
-    text.append(f"{sep}{labels[4]} ")
-    text.append(f"{s.recompute_tax:.2f}", HOT if s.recompute_tax >= 0.5 else "")
-
-
-def second_line(view: RunView, status: Status, runway: Runway | None, width: int) -> Text:
+def second_line(view: RunView, status: Status, runway: Runway | None, width: int,
+                roles: Roles = unstyled) -> Text:
     """Everything else, most important first to be kept: pieces that do not fit are left out."""
     s = view.current
-    # (priority, display order, variants: most verbose first, each (text, style))
+    # (priority, display order, variants: most verbose first, each (text, role))
     pieces: list[tuple[int, int, list[tuple[str, str]]]] = []
     if not view.abort_visible and s is not None:
         full = runway_text(runway, view.policy, compact=False)
@@ -252,7 +368,7 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
             short = runway_text(runway, view.policy, compact=True)
             pieces.append((0, 0, [full] + ([short] if short else [])))
     if status.hint:
-        pieces.append((1, 1, [(status.hint, "bold reverse")]))
+        pieces.append((1, 1, [(status.hint, "hint")]))
     if status.restart_policy is not None and status.state in (RunState.ABORTED,
                                                               RunState.FINISHED,
                                                               RunState.STOPPED):
@@ -268,11 +384,11 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
             times += f"  {status.steps_per_s:,.0f} steps/s"
         pieces.append((3, 3, [(times, ""), (clock, "")]))
     if status.source:
-        pieces.append((4, 4, [(status.source, status.source_style)]))
+        pieces.append((4, 4, [(status.source, status.source_role)]))
     h = view.header
     if h is not None:
-        pieces.append((5, 5, [(f"{h.backend} · {h.model} · vLLM {h.vllm_version}", "dim"),
-                              (f"vLLM {h.vllm_version}", "dim")]))
+        pieces.append((5, 5, [(f"{h.backend} · {h.model} · vLLM {h.vllm_version}", "muted"),
+                              (f"vLLM {h.vllm_version}", "muted")]))
     chosen: list[tuple[int, tuple[str, str]]] = []
     used = 0
     for _, order, variants in sorted(pieces):
@@ -283,8 +399,8 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
                 used += cost
                 break
     text = Text()
-    for i, (_, (piece, style)) in enumerate(sorted(chosen)):
+    for i, (_, (piece, role)) in enumerate(sorted(chosen)):
         if i:
             text.append("  ")
-        text.append(piece, style)
+        text.append(piece, roles(role) if role else "")
     return text

@@ -13,7 +13,8 @@ import time
 
 from textual.binding import Binding
 
-from tui.run_screen import MAX_SPEED, MIN_SPEED, NAVIGATION, RunScreen
+from tui.playhead import MAX_SPEED, MIN_SPEED
+from tui.run_screen import NAVIGATION, RunScreen
 from tui.run_source import RunSource
 from tui.run_view import RunView
 
@@ -39,15 +40,8 @@ class ReplayScreen(RunScreen):
                          speed=speed, playing=autoplay and source is None, notice=notice)
 
     def action_play(self) -> None:
-        view = self.view
-        if not self.playing and self.stream_over and view.cursor is not None \
-                and view.cursor >= view.last_step:
-            self.seek(view.first_step)  # play again from the start
-        if self.following:
-            self.following = False
-            view.cursor = view.last_step
-        self.playing = not self.playing
-        self._last_play = time.monotonic()
+        self.playhead.toggle(time.monotonic())
+        self._show_playhead()
         self.draw()
 
     def redraw(self, force_plots: bool = True) -> None:

@@ -15,15 +15,16 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+from tui.widgets.theme import Roles, component_roles, unstyled
+
 KEY_NAMES = {"up": "↑", "down": "↓", "left": "←", "right": "→", "pageup": "PgUp",
              "pagedown": "PgDn", "enter": "Enter", "tab": "Tab"}
-KEY_STYLE = "bold #58d1eb"
 MARKS = [
     ("━ colour", "each plot's first row says which series each colour is"),
     ("name→", "that series is drawn against the right-hand axis"),
-    ("┃ orange", "a policy change (the first step the new policy governs)"),
-    ("┃ red", "the abort (the last step that completed)"),
-    ("┃ white", "replay: the cursor"),
+    ("┃ policy", "a policy change (the first step the new policy governs)"),
+    ("┃ abort", "the abort (the last step that completed)"),
+    ("┃ bold", "replay: the cursor"),
 ]
 MOUSE = [
     ("click plot", "replay: seek to the step under the mouse"),
@@ -45,7 +46,7 @@ def widget_sections(screen: Screen | None) -> list[tuple[str, list[tuple[str, st
     """Keys of the focusable widgets on `screen` that have their own bindings."""
     if screen is None:
         return []
-    from tui.decisions_table import DecisionsTable  # late: the table imports nothing of ours
+    from tui.widgets.decisions_table import DecisionsTable  # late: only when asked
 
     tables = list(screen.query(DecisionsTable))
     if not tables:
@@ -58,7 +59,7 @@ def recording_lines(screen: Screen | None) -> list[str]:
     """The full recording path (or what is replayed) from the screen's status line(s)."""
     if screen is None:
         return []
-    from tui.status_bar import StatusBar, human_bytes
+    from tui.widgets.status_bar import StatusBar, human_bytes
 
     lines = []
     for bar in screen.query(StatusBar):
@@ -91,7 +92,10 @@ class HelpScreen(ModalScreen[None]):
         background: $surface;
         padding: 0 1;
     }
+    HelpScreen > .help-screen--key { color: $text-primary; text-style: bold; }
+    HelpScreen > .help-screen--recording { color: $text-primary; }
     """
+    COMPONENT_CLASSES = {"help-screen--key", "help-screen--recording"}
 
     def __init__(self, title: str, rows: list[tuple[str, str]], notes: str = "") -> None:
         super().__init__()
@@ -103,12 +107,18 @@ class HelpScreen(ModalScreen[None]):
         stack = self.app.screen_stack
         below = stack[-2] if len(stack) >= 2 and stack[-1] is self else (
             stack[-1] if stack and stack[-1] is not self else None)
+        self._below = below
         with VerticalScroll() as scroll:
             scroll.border_title = "help"
             scroll.border_subtitle = "↑↓ PgUp PgDn scroll · any other key closes"
             yield Static(self.help_text(below), id="help-text")
 
-    def help_text(self, below: Screen | None) -> Text:
+    def on_mount(self) -> None:
+        # the theme's styles exist once the screen is styled: colour the keys now
+        self.query_one("#help-text", Static).update(
+            self.help_text(self._below, component_roles(self, "help-screen")))
+
+    def help_text(self, below: Screen | None, roles: Roles = unstyled) -> Text:
         sections = [(self._title, self._rows), *widget_sections(below),
                     ("mouse", MOUSE), ("plot marks", MARKS)]
         width = max((len(k) for _, rows in sections for k, _ in rows), default=4) + 2
@@ -118,13 +128,13 @@ class HelpScreen(ModalScreen[None]):
                 text.append("\n")
             text.append(title + "\n", "bold underline" if i else "bold")
             for key, description in rows:
-                text.append(key.ljust(width), KEY_STYLE)
+                text.append(key.ljust(width), roles("key"))
                 text.append(description + "\n")
         recording = recording_lines(below)
         if recording:
             text.append("\n")
             for line in recording:
-                text.append(line + "\n", "#58d1eb")
+                text.append(line + "\n", roles("recording"))
         if self._notes:
             text.append("\n" + self._notes + "\n")
         text.append("\nany key but the arrows and PgUp/PgDn closes this", "dim")

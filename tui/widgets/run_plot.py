@@ -22,17 +22,17 @@ from typing import Callable, Sequence
 
 import numpy as np
 from plotext import _utility as plotext_utility
-from rich.segment import Segment
 from rich.color import Color
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.strip import Strip
 from textual_plotext import PlotextPlot
 
-from tui import palette
 from tui.messages import SeekRequested
-from tui.palette import RGB
+from tui.widgets import theme
+from tui.widgets.theme import RGB, Variable
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Line:
     label: str
     xs: Sequence[float]
     ys: Sequence[float]
-    color: RGB
+    color: Variable  # a theme variable (tui.widgets.theme), resolved when drawn
     axis: str = "left"  # "right": plotted against a second y axis on the right
     short: str = ""  # label for narrow plots ("" = label)
     marker: str = "braille"  # anything else: points only, not joined (a real log's windows)
@@ -51,13 +51,12 @@ class Marker:
     """A vertical line at a step: a policy change, the abort."""
 
     step: int
-    color: RGB
+    color: Variable
     label: str = ""  # legend entry ("policy", "abort"); markers of one label share one entry
 
 
 MARKER_ORDER = {"policy": 0, "abort": 1}  # legend order, whatever order the markers come in
 MAX_JOIN_POINTS = 6  # dots added per segment at most; steep jumps look solid enough with 6
-CURSOR_STYLE = Style(color=Color.from_rgb(*palette.CURSOR), bold=True)
 TITLE_STYLE = Style(bold=True)
 _styles: dict[tuple, Style] = {}
 
@@ -117,20 +116,17 @@ def step_label(value: float) -> str:
     return tick_label(value) if value >= 10_000 else f"{value:,.0f}"
 
 
-FOLDED_COLOR: RGB = (200, 200, 200)
-"""The swatch of the one "• real" entry that stands for every overlaid series in a narrow
-legend (each dot keeps its series' colour)."""
-
-
 def legend_text(title: str, short_title: str, lines: Sequence[Line],
-                markers: Sequence[Marker], width: int) -> Text:
+                markers: Sequence[Marker], width: int,
+                color_of: Callable[[Variable], RGB]) -> Text:
     """The plot's title and what each colour means, shortened until it fits `width`.
 
-    Drawn from the same colours as the lines and markers, so it cannot disagree with them. A
+    Drawn from the same colours as the lines and markers (`color_of` resolves their theme
+    variables, as the chart does), so it cannot disagree with them. A
     right-axis series is marked with "→". When nothing else fits, the overlaid series (dots: a
     real log) fold into one "• real" entry.
     """
-    marks: dict[str, RGB] = {}
+    marks: dict[str, Variable] = {}
     for marker in sorted(markers, key=lambda m: MARKER_ORDER.get(m.label, len(MARKER_ORDER))):
         if marker.label and marker.label not in marks:
             marks[marker.label] = marker.color
@@ -150,7 +146,7 @@ def legend_text(title: str, short_title: str, lines: Sequence[Line],
         if name:
             text.append(name, TITLE_STYLE)
             text.append(sep)
-        entries: list[tuple[str, str, RGB]] = []
+        entries: list[tuple[str, str, Variable]] = []
         for line in lines:
             if fold and line.marker != "braille":
                 continue  # the overlaid series: one entry below says what dots are
@@ -158,13 +154,13 @@ def legend_text(title: str, short_title: str, lines: Sequence[Line],
             entries.append(("━" if line.marker == "braille" else line.marker,
                             label + ("→" if line.axis == "right" else ""), line.color))
         if fold:
-            entries.append((dotted[0].marker, "real", FOLDED_COLOR))
+            entries.append((dotted[0].marker, "real", theme.FOLDED))
         if with_marks:
             entries += [("┃", label, color) for label, color in marks.items()]
         for i, (swatch, label, color) in enumerate(entries):
             if i:
                 text.append(sep)
-            style = Style(color=Color.from_rgb(*color))
+            style = Style(color=Color.from_rgb(*color_of(color)))
             text.append(swatch + (" " if sep == "  " else ""), style)
             text.append(label, style)
         candidates.append(text)
@@ -207,6 +203,7 @@ class RunPlot(PlotextPlot):
         self._y_span: tuple[int, int] | None = None  # rows of the plotting area
         self._built: list[Strip] | None = None  # legend + plotext's rows, sans cursor
         self._built_for: tuple | None = None
+        self._cursor_style = Style(bold=True)  # the theme's foreground, set by _build
 
     @property
     def points(self) -> int:
@@ -249,7 +246,11 @@ class RunPlot(PlotextPlot):
 
     def legend(self, width: int | None = None) -> Text:
         return legend_text(self.title, self.short_title, self._lines, self.visible_markers(),
-                           self.size.width if width is None else width)
+                           self.size.width if width is None else width, self.color_of)
+
+    def color_of(self, variable: Variable) -> RGB:
+        """A series' or marker's colour under the app's current theme."""
+        return theme.rgb(theme.variables_of(self.app), variable)
 
     def render_line(self, y: int) -> Strip:
         """Line API: the cached chart row, with the cursor painted over it."""
@@ -268,7 +269,7 @@ class RunPlot(PlotextPlot):
                 column = left + round((self._cursor - lo) / (hi - lo) * (right - left))
                 if left <= column <= right and column < strip.cell_length:
                     strip = Strip.join([strip.crop(0, column),
-                                        Strip([Segment("┃", CURSOR_STYLE)], 1),
+                                        Strip([Segment("┃", self._cursor_style)], 1),
                                         strip.crop(column + 1, strip.cell_length)])
         return strip
 
@@ -276,6 +277,8 @@ class RunPlot(PlotextPlot):
         """The legend row, then plotext's chart for the current data, one Strip per row (the
         expensive part)."""
         width, height = self.size.width, self.size.height
+        cursor = Color.from_rgb(*self.color_of(theme.CURSOR))
+        self._cursor_style = Style(color=cursor, bold=True)
         legend = self.legend(width)
         legend.align("center", width)
         legend_strip = Strip(list(legend.render(self.app.console, end=""))).crop(0, width)
@@ -292,16 +295,18 @@ class RunPlot(PlotextPlot):
         plot_w, plot_h = max(10, width - 8), max(4, height - 5)
         for line in self._lines:
             if len(line.xs) and line.marker != "braille":
-                plt.scatter(list(line.xs), list(line.ys), marker=line.marker, color=line.color,
+                plt.scatter(list(line.xs), list(line.ys), marker=line.marker,
+                            color=self.color_of(line.color),
                             yside=line.axis)
             elif len(line.xs):
                 ylo, yhi = ylims[line.axis]
                 xs, ys = joined(np.asarray(line.xs, dtype=float), np.asarray(line.ys, dtype=float),
                                 (hi - lo) / (2 * plot_w), (yhi - ylo) / (4 * plot_h))
-                plt.scatter(xs.tolist(), ys.tolist(), marker="braille", color=line.color,
+                plt.scatter(xs.tolist(), ys.tolist(), marker="braille",
+                            color=self.color_of(line.color),
                             yside=line.axis)
         for marker in self.visible_markers():
-            plt.vertical_line(marker.step, color=marker.color)
+            plt.vertical_line(marker.step, color=self.color_of(marker.color))
         plt.xlim(lo, hi)
         xticks = sorted({int(round(t)) for t in np.linspace(lo, hi, 5 if width >= 40 else 3)})
         plt.xticks(xticks, [self.x_label(t) for t in xticks])

@@ -4,7 +4,7 @@ Space, the arrows, n/N and g move both runs at once. Each run keeps its own stat
 numbers, the runway), its abort banner and its decisions table, ending at the step it is at; the
 plots draw both runs on shared axes with one cursor line. The first step where the runs'
 decisions differ is marked in both tables (◆) and `d` jumps there. `t` aligns the runs on
-simulated time instead of on step number (see tui.ab_timeline). A run that ended first (it
+simulated time instead of on step number (see tui.replay.ab_timeline). A run that ended first (it
 aborted) stays at its end, banner and all, while the other goes on.
 
 It is built from the same widgets as the replay screen (StatusBar, AbortBanner, RunPlot,
@@ -26,24 +26,25 @@ from engine.analysis.divergence import decision_diff, first_difference
 from engine.analysis.runway import late_fix
 from engine.stream.records import StepRecord
 from engine.timeaxis import axis_of
-from tui import palette
-from tui.ab_timeline import Align, Timeline
-from tui.abort_banner import AbortBanner
-from tui.decisions_table import DecisionsTable
-from tui.goto_step import GotoStep
-from tui.help_screen import HelpScreen, describe_bindings
-from tui.key_footer import KeyFooter
+from tui.playhead import Playhead
+from tui.replay.ab_timeline import Align, Timeline, TimelinePace
+from tui.widgets import theme
+from tui.widgets.abort_banner import AbortBanner
+from tui.widgets.decisions_table import DecisionsTable
+from tui.widgets.goto_step import GotoStep
+from tui.widgets.help_screen import HelpScreen, describe_bindings
+from tui.widgets.key_footer import KeyFooter
 from tui.messages import SeekRequested, StepSelected
-from tui.replay_bar import ReplayBar
-from tui.run_panel import runway_at
-from tui.run_plot import Line, Marker, RunPlot
+from tui.widgets.replay_bar import ReplayBar
+from tui.widgets.run_panel import runway_at
+from tui.widgets.run_plot import Line, Marker, RunPlot
 from tui.run_view import RunView
-from tui.status_bar import Status, StatusBar
+from tui.widgets.status_bar import Status, StatusBar
+from tui.widgets.theme import component_roles
 
 LETTERS = "AB"
 TICK_HZ = 12
 STEPS_PER_S = 60.0  # play pace at 1x when aligned on steps (the seed's pace on a laptop)
-MIN_SPEED, MAX_SPEED = 0.25, 64.0
 SMALL_HEIGHT = 32
 PLOTS = (("compare-cpu", "CPU KV %", "CPU%", "cpu_pct", (0.0, 100.0)),
          ("compare-swapped", "swapped groups", "swapped", "swapped", None),
@@ -63,20 +64,20 @@ def decisions_summary(s: StepRecord) -> str:
 
 
 class CompareScreen(Screen):
-    BINDINGS = [
+    BINDINGS = [  # in priority order: a narrow footer shows the first ones that fit
         Binding("space", "play", "play/pause", priority=True),
+        Binding("d", "first_difference", "1st difference"),
+        Binding("t", "align", "align step/time"),
+        Binding("n", "jump(1)", "next event"),
+        Binding("N", "jump(-1)", "prev event"),
         Binding("left", "step(-1)", "-1", key_display="←", priority=True),
         Binding("right", "step(1)", "+1", key_display="→", priority=True),
+        Binding("left_square_bracket", "speed(0.5)", "slower", key_display="["),
+        Binding("right_square_bracket", "speed(2)", "faster", key_display="]"),
         Binding("shift+left", "step(-100)", "-100", key_display="⇧←", priority=True),
         Binding("shift+right", "step(100)", "+100", key_display="⇧→", priority=True),
         Binding("home", "seek_start", "start", priority=True),
         Binding("end", "seek_end", "end", priority=True),
-        Binding("left_square_bracket", "speed(0.5)", "slower", key_display="["),
-        Binding("right_square_bracket", "speed(2)", "faster", key_display="]"),
-        Binding("n", "jump(1)", "next event"),
-        Binding("N", "jump(-1)", "prev event"),
-        Binding("d", "first_difference", "1st difference"),
-        Binding("t", "align", "align step/time"),
         Binding("g", "goto", "go to"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
@@ -97,29 +98,33 @@ class CompareScreen(Screen):
         padding: 0 1;
         background: $boost;
     }
+    CompareScreen > .compare--difference { color: $accent; text-style: bold; }
+    CompareScreen > .compare--differ { color: $accent; }
+    CompareScreen > .compare--same { color: $success; }
+    CompareScreen > .compare--aborted { color: $text-error; text-style: bold; }
     CompareScreen #ab-tables {
         height: 1fr;
         min-height: 4;
     }
     """
 
+    COMPONENT_CLASSES = {"compare--difference", "compare--differ", "compare--same",
+                         "compare--aborted"}
+
     def __init__(self, views: list[RunView], names: list[str]) -> None:
         super().__init__()
         self.views = views
         self.names = names
         self.timeline = Timeline(views, "step")
-        self.index = 0
-        self.playing = False
-        self.speed = 1.0
-        self._carry = 0.0
-        self._last_tick = time.monotonic()
+        self.playhead = Playhead(TimelinePace(self.timeline, STEPS_PER_S), 0,
+                                 len(self.timeline) - 1)
         self._plotted: tuple | None = None
         self.late = [late_fix(v.steps, v.policy_changes, v.abort.step)
                      if v.abort is not None else None for v in views]
         self.difference = first_difference(views[0].steps, views[1].steps) \
             if len(views) == 2 else None
         if self.difference is not None:  # open where the story starts
-            self.index = self.timeline.index_of_step(0, self.difference)
+            self.playhead.seek(self.timeline.index_of_step(0, self.difference))
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -147,40 +152,48 @@ class CompareScreen(Screen):
         self.set_interval(1 / TICK_HZ, self._tick)
         self.redraw(force_plots=True)
 
+    def notify_style_update(self) -> None:
+        """A new theme: the difference line was styled in the old one's colours."""
+        super().notify_style_update()
+        if self.is_mounted:
+            self.call_later(self.redraw, False)
+
     def on_resize(self) -> None:
         # two banners of two lines each leave no room for the tables below 32 rows: keep
         # their first line (the abort and its step)
         self.set_class(self.size.height < SMALL_HEIGHT, "-small")
         self.redraw(force_plots=True)
 
-    # -- the cursor -------------------------------------------------------------------------
+    # -- the cursor: the playhead's position is an index into the timeline -------------------
+
+    @property
+    def index(self) -> int:
+        return self.playhead.position
+
+    @property
+    def playing(self) -> bool:
+        return self.playhead.playing
+
+    @property
+    def speed(self) -> float:
+        return self.playhead.speed
 
     def steps(self) -> list[int]:
         """The step each run is at."""
         return [self.timeline.step_at(i, self.index) for i in range(len(self.views))]
 
-    def seek_index(self, index: int) -> None:
-        self.index = self.timeline.clamp(index)
+    def moved(self) -> None:
         for i in range(len(self.views)):
             self.query_one(f"#decisions-{i}", DecisionsTable).follow()
         self.redraw(force_plots=False)
 
+    def go(self, index: int) -> None:
+        self.playhead.go(index)
+        self.moved()
+
     def _tick(self) -> None:
-        now = time.monotonic()
-        dt, self._last_tick = now - self._last_tick, now
-        if not self.playing:
-            return
-        timeline = self.timeline
-        if timeline.align == "step":
-            self._carry += dt * self.speed * STEPS_PER_S
-            advance, self._carry = int(self._carry), self._carry % 1
-            target = self.index + advance
-        else:
-            target = timeline.index_of(timeline.positions[self.index] + dt * self.speed * 1000)
-        if target >= len(timeline) - 1:
-            target, self.playing = len(timeline) - 1, False
-        if target != self.index:
-            self.seek_index(target)
+        if self.playhead.tick(time.monotonic()):
+            self.moved()
 
     # -- drawing --------------------------------------------------------------------------
 
@@ -192,9 +205,8 @@ class CompareScreen(Screen):
         elif view.steps and view.cursor is not None and view.cursor >= view.last_step \
                 and view.finished is not None:
             state = view.finished.reason
-        color = palette.hex_color(palette.RUN_COLORS[i % len(palette.RUN_COLORS)])
         return Status(state=state, steps_per_s=None, show_wall=False,
-                      source=f"{LETTERS[i]} ━ {self.names[i]}", source_style=f"bold {color}")
+                      source=f"{LETTERS[i]} ━ {self.names[i]}", source_role=f"run-{i % 2}")
 
     def redraw(self, force_plots: bool = True) -> None:
         steps = self.steps()
@@ -215,7 +227,7 @@ class CompareScreen(Screen):
         first = int(lo) if timeline.align == "step" else 0
         position = None if timeline.align == "step" else \
             f"sim {x / 1000:,.2f} s / {hi / 1000:,.2f} s"
-        self.query_one(ReplayBar).show(here, first, last, self.playing, self.speed,
+        self.query_one(ReplayBar).show(here, first, last, self.playhead,
                                        note=f"  aligned on {timeline.align}",
                                        position=position)
         key = (timeline.align, self.size)
@@ -233,21 +245,22 @@ class CompareScreen(Screen):
         for i, view in enumerate(self.views):
             xs, ys = view.series(series, view.first_step, view.last_step, plot.points)
             lines.append(Line(LETTERS[i], self.timeline.xs(i, xs), ys,
-                              palette.RUN_COLORS[i % len(palette.RUN_COLORS)]))
+                              theme.RUN_COLORS[i % len(theme.RUN_COLORS)]))
         return lines
 
     def _markers(self) -> list[Marker]:
         marks = []
         for i, view in enumerate(self.views):
-            marks += [Marker(self.timeline.x_of(i, p.step), palette.POLICY_MARKER, "policy")
+            marks += [Marker(self.timeline.x_of(i, p.step), theme.POLICY_MARKER, "policy")
                       for p in view.policy_changes]
             if view.abort is not None and view.steps:
-                marks.append(Marker(self.timeline.x_of(i, view.last_step), palette.ABORT_MARKER,
+                marks.append(Marker(self.timeline.x_of(i, view.last_step), theme.ABORT_MARKER,
                                     "abort"))
         return marks
 
     def diff_text(self, steps: list[int]) -> Text:
         """Line 1: the first difference. Line 2: how the runs' decisions compare here."""
+        role = component_roles(self, "compare")
         text = Text(no_wrap=True, overflow="ellipsis")
         if len(self.views) != 2:
             return text
@@ -256,7 +269,7 @@ class CompareScreen(Screen):
         if d is None:
             text.append("the runs make the same decisions at every step", "bold")
         else:
-            text.append(f"◆ first difference at step {d:,}", "bold #fd971f")
+            text.append(f"◆ first difference at step {d:,}", role("difference"))
             ra, rb = a.step(d), b.step(d)
             if ra is not None and rb is not None:
                 text.append(f": {', '.join(decision_diff(ra, rb))}")
@@ -276,73 +289,74 @@ class CompareScreen(Screen):
         for letter, view, step in (("A", a, steps[0]), ("B", b, steps[1])):
             if view.steps and step >= view.last_step and (view.abort or view.finished):
                 text.append(f"{letter} has ended ({'aborted' if view.abort else 'finished'})  ",
-                            "bold #f4005f" if view.abort else "bold")
+                            role("aborted") if view.abort else "bold")
         if sa is not None and sb is not None and sa.step == sb.step:
             fields = decision_diff(sa, sb)
             if fields:
-                text.append("decisions differ in " + ", ".join(fields), "#fd971f")
+                text.append("decisions differ in " + ", ".join(fields), role("differ"))
             else:
-                text.append("same decisions", "#98e024")
+                text.append("same decisions", role("same"))
         else:  # different steps: say what each one decided
             for letter, record in (("A", sa), ("B", sb)):
                 if record is not None:
                     text.append(f"{letter}: {decisions_summary(record)}  ")
         return text
 
-    # -- actions ----------------------------------------------------------------------------
+    # -- actions: each one asks the playhead, then draws --------------------------------------
 
     def action_play(self) -> None:
-        if not self.playing and self.index >= len(self.timeline) - 1:
-            self.seek_index(0)
-        self.playing = not self.playing
-        self._last_tick = time.monotonic()
+        self.playhead.toggle(time.monotonic())
         self.redraw(force_plots=False)
 
     def action_step(self, delta: int) -> None:
-        self.playing = False
-        self.seek_index(self.index + delta)
+        self.go(self.index + delta)
 
     def action_seek_start(self) -> None:
-        self.playing = False
-        self.seek_index(0)
+        self.go(0)
 
     def action_seek_end(self) -> None:
-        self.playing = False
-        self.seek_index(len(self.timeline) - 1)
+        self.playhead.end()
+        self.moved()
 
     def action_speed(self, factor: float) -> None:
-        self.speed = max(MIN_SPEED, min(MAX_SPEED, self.speed * factor))
+        self.playhead.scale_speed(factor)
         self.redraw(force_plots=False)
 
-    def action_jump(self, direction: int) -> None:
-        """The nearest policy change, swap-out burst or abort of either run."""
-        here = self.timeline.positions[self.index]
-        found: list[tuple[float, int, object]] = []
-        for i, (view, step) in enumerate(zip(self.views, self.steps())):
+    def find_event(self, index: int, direction: int) -> tuple[int, str] | None:
+        """The nearest policy change, swap-out burst or abort of either run, that way."""
+        timeline = self.timeline
+        here = timeline.positions[index]
+        found: list[tuple[float, int, str]] = []
+        for i, view in enumerate(self.views):
+            step = timeline.step_at(i, index)
             event = view.next_event(step) if direction > 0 else view.prev_event(step)
             while event is not None:
                 target = event.step - 1 if event.kind == "abort" else event.step
-                x = self.timeline.x_of(i, target)
+                x = timeline.x_of(i, target)
                 if (x > here) if direction > 0 else (x < here):
-                    found.append((x, i, event))
+                    found.append((x, i, event.text))
                     break
                 event = view.next_event(event.step) if direction > 0 \
                     else view.prev_event(event.step)
         if not found:
+            return None
+        x, i, text = min(found, key=lambda f: f[0]) if direction > 0 \
+            else max(found, key=lambda f: f[0])
+        return timeline.index_of(x), f"{LETTERS[i]}: {text}"
+
+    def action_jump(self, direction: int) -> None:
+        text = self.playhead.jump(direction, self.find_event)
+        if text is None:
             self.notify("no further event" if direction > 0 else "no earlier event", timeout=2)
             return
-        x, i, event = min(found, key=lambda f: f[0]) if direction > 0 \
-            else max(found, key=lambda f: f[0])
-        self.playing = False
-        self.seek_index(self.timeline.index_of(x))
-        self.notify(f"{LETTERS[i]}: {event.text}", timeout=3)
+        self.moved()
+        self.notify(text, timeout=3)
 
     def action_first_difference(self) -> None:
         if self.difference is None:
             self.notify("the runs never differ", timeout=2)
             return
-        self.playing = False
-        self.seek_index(self.timeline.index_of_step(0, self.difference))
+        self.go(self.timeline.index_of_step(0, self.difference))
 
     def action_align(self) -> None:
         """Switch between aligning on step numbers and on simulated time, keeping run A's
@@ -350,7 +364,9 @@ class CompareScreen(Screen):
         step = self.steps()[0]
         align: Align = "time" if self.timeline.align == "step" else "step"
         self.timeline = Timeline(self.views, align)
-        self.index = self.timeline.index_of_step(0, step)
+        self.playhead.extend(0, len(self.timeline) - 1)
+        self.playhead.retime(TimelinePace(self.timeline, STEPS_PER_S),
+                             self.timeline.index_of_step(0, step))
         self.notify(f"aligned on {'simulated time' if align == 'time' else 'step number'}",
                     timeout=2)
         self.redraw(force_plots=True)
@@ -360,8 +376,7 @@ class CompareScreen(Screen):
 
         def go(step: int | None) -> None:
             if step is not None:
-                self.playing = False
-                self.seek_index(self.timeline.index_of_step(0, step))
+                self.go(self.timeline.index_of_step(0, step))
 
         first = min(v.first_step for v in self.views)
         last = max(v.last_step for v in self.views)
@@ -380,11 +395,9 @@ class CompareScreen(Screen):
     # -- messages from the widgets ------------------------------------------------------------
 
     def on_seek_requested(self, message: SeekRequested) -> None:
-        self.playing = False
-        self.seek_index(self.timeline.index_of(message.step))
+        self.go(self.timeline.index_of(message.step))
 
     def on_step_selected(self, message: StepSelected) -> None:
         # the row was chosen by a click or Enter, both of which focus the table it is in
         run = 1 if self.focused is not None and self.focused.id == "decisions-1" else 0
-        self.playing = False
-        self.seek_index(self.timeline.index_of_step(run, message.step))
+        self.go(self.timeline.index_of_step(run, message.step))

@@ -97,3 +97,18 @@ class Timeline:
     def label(self, x: float) -> str:
         """A tick label: a step number, or simulated seconds."""
         return f"{x:,.0f}" if self.align == "step" else f"{x / 1000:.1f}s"
+
+
+class TimelinePace:
+    """How the A/B replay plays: positions are the timeline's indices; 1x is
+    `steps_per_s` steps a second aligned on steps, and simulated time itself aligned on time."""
+
+    def __init__(self, timeline: Timeline, steps_per_s: float) -> None:
+        self.timeline = timeline
+        self.units_per_s = steps_per_s if timeline.align == "step" else 1000.0  # sim ms
+
+    def value_of(self, position: int) -> float:
+        return self.timeline.positions[self.timeline.clamp(position)]
+
+    def position_at(self, value: float) -> int:
+        return self.timeline.index_of(value)

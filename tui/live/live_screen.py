@@ -17,17 +17,18 @@ from typing import TYPE_CHECKING, Callable
 import msgspec
 from textual.binding import Binding
 
+from engine.exit_status import ExitStatus
 from engine.policy import next_policy, parse_policy
 from engine.run_state import RunState
 from engine.spec import RunSpec
 from engine.stream.records import STEP_TYPES, PolicyChanged
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
                           StreamEnded)
-from tui.policy_picker import PolicyPicker
+from tui.live.policy_picker import PolicyPicker
 from tui.run_screen import NAVIGATION, RunScreen
 from tui.run_source import RunSource
 from tui.run_view import RunView
-from tui.status_bar import Status
+from tui.widgets.status_bar import Status
 
 if TYPE_CHECKING:
     from engine.analysis.logs.reference import Reference
@@ -77,6 +78,7 @@ class LiveScreen(RunScreen):
         self.recording_bytes = 0
         self.recording_saved = False  # the last recording was closed whole
         self.recordings: list[str] = []  # every recording the engine wrote for this screen
+        self.refusal: str | None = None  # why the engine could not be reached: the app exits
         self.stream_over = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -135,6 +137,11 @@ class LiveScreen(RunScreen):
         self.request_frame()
 
     def ended(self, message: StreamEnded) -> None:
+        if message.refused and self.view.header is None:
+            # nothing arrived and nothing will: leave, and let the CLI say why in one line
+            self.refusal = message.error or "the engine could not be reached"
+            self.app.exit(ExitStatus.USAGE, return_code=ExitStatus.USAGE)
+            return
         view = self.view
         if view.abort is not None:
             self.engine_state = RunState.ABORTED
@@ -257,9 +264,9 @@ class LiveScreen(RunScreen):
         self.recording, self.recording_bytes, self.recording_saved = None, 0, False
         self.view = RunView()
         self.view.reference = self.reference
-        self.following = True
+        self.playhead = self._playhead_for(self.view, following=True, ended=False)
         self._plotted = None
-        from tui.run_panel import RunPanel
+        from tui.widgets.run_panel import RunPanel
 
         self.query_one(RunPanel).reset()
         self._start()

@@ -23,6 +23,7 @@ from rich.style import Style
 from textual import events
 from textual.binding import Binding
 from textual.geometry import Size
+from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -53,13 +54,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("tokens", "tok/budget", 11, 10, 3, short="tokens"),
     Column("policy", "policy", 9, 8, 7, grow=6),
 )
-HEADER_STYLE = Style(bold=True, underline=True)
-OUT_STYLE = Style(color="#f4005f", bold=True)
-HELD_STYLE = Style(color="#e6db74", bold=True)
-MARK_STYLE = Style(color="#fd971f", bold=True)
-ZEBRA_STYLE = Style(bgcolor="grey11")
-CURSOR_STYLE = Style(reverse=True)
-CURSOR_BLUR_STYLE = Style(bgcolor="grey30")
+ROLES = ("header", "out", "held", "mark", "odd-row", "cursor", "cursor-blurred")
+"""What the table styles by role: each a `decisions-table--ROLE` component class."""
 CACHE_LIMIT = 4000
 
 
@@ -124,8 +120,12 @@ def prefill_cell(prefills: list[tuple[str, int]], limit: int = 23) -> str:
     return " ".join(parts)
 
 
-def cell(key: str, s: StepRecord, width: int) -> tuple[str, Style | None]:
-    """One cell of one row, fitted to `width` (separator included), with its style."""
+Cell = tuple[str, str | None]
+"""A cell's text and the role it is styled by (None: plain)."""
+
+
+def cell(key: str, s: StepRecord, width: int) -> Cell:
+    """One cell of one row, fitted to `width` (separator included), with its role."""
     room = width - 1
     if key == "step":
         return str(s.step), None
@@ -134,7 +134,7 @@ def cell(key: str, s: StepRecord, width: int) -> tuple[str, Style | None]:
     if key == "decode":
         return f"{s.decode_groups}/{s.decode_seqs}", None
     if key == "out":
-        return _ids(s.swapped_out, room), OUT_STYLE if s.swapped_out else None
+        return _ids(s.swapped_out, room), "out" if s.swapped_out else None
     if key == "in":
         return _ids(s.swapped_in, room), None
     if key == "recomp":
@@ -144,21 +144,23 @@ def cell(key: str, s: StepRecord, width: int) -> tuple[str, Style | None]:
     if key == "tokens":
         return f"{s.batched_tokens}/{s.token_budget}", None
     if key == "policy":
-        return ("⊘ held" if s.withheld else s.policy[:room], HELD_STYLE if s.withheld else None)
+        return ("⊘ held" if s.withheld else s.policy[:room], "held" if s.withheld else None)
     raise KeyError(key)
 
 
 def row_cells(s: StepRecord, columns: list[tuple[Column, int]] | None = None
-              ) -> list[tuple[str, Style | None]]:
-    """The cells of one row, fitted to the columns, with an optional style each."""
+              ) -> list[Cell]:
+    """The cells of one row, fitted to the columns, with an optional role each."""
     columns = columns if columns is not None else [(c, c.width) for c in COLUMNS]
     return [cell(c.key, s, w) for c, w in columns]
 
 
-def _segments(cells: list[tuple[str, Style | None]], widths: list[int]) -> list[Segment]:
+def _segments(cells: list[Cell], widths: list[int],
+              styles: dict[str, Style]) -> list[Segment]:
     segments = []
-    for (text, style), width in zip(cells, widths):
-        segments.append(Segment(safe(text)[:width - 1].ljust(width), style))  # ids from a file
+    for (text, role), width in zip(cells, widths):
+        segments.append(Segment(safe(text)[:width - 1].ljust(width),  # ids from a file
+                                styles.get(role) if role else None))
     return segments
 
 
@@ -175,7 +177,15 @@ class DecisionsTable(Widget, can_focus=True):
     DecisionsTable:focus {
         border: round $accent;
     }
+    DecisionsTable > .decisions-table--header { text-style: bold underline; }
+    DecisionsTable > .decisions-table--out { color: $text-error; text-style: bold; }
+    DecisionsTable > .decisions-table--held { color: $text-warning; text-style: bold; }
+    DecisionsTable > .decisions-table--mark { color: $accent; text-style: bold; }
+    DecisionsTable > .decisions-table--odd-row { background: $foreground 4%; }
+    DecisionsTable > .decisions-table--cursor { text-style: reverse; }
+    DecisionsTable > .decisions-table--cursor-blurred { background: $foreground 25%; }
     """
+    COMPONENT_CLASSES = {f"decisions-table--{role}" for role in ROLES}
     BINDINGS = [
         Binding("up", "move(1)", "newer", show=False),
         Binding("down", "move(-1)", "older", show=False),
@@ -184,21 +194,45 @@ class DecisionsTable(Widget, can_focus=True):
         Binding("enter", "choose", "show step", show=False),
     ]
 
+    marked: reactive[int | None] = reactive(None)
+    """A step drawn with a mark in its step cell (the A/B replay's first difference)."""
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._view: RunView | None = None
         self._top = 0  # the step the screen shows: the newest row we may draw
         self._widths: list[int] = []
-        self._marked: int | None = None
         self.anchor: int | None = None  # step on the first row; None: follow _top
         self.cursor_step: int | None = None  # highlighted step; None: the first row
         self._cache: dict[int, list[Segment]] = {}
         self.columns: list[tuple[Column, int]] = []
         self._header = Strip([])
+        self._styles: dict[str, Style] = {}  # role -> style under the app's theme (_restyle)
         self._layout(94)
 
     def on_mount(self) -> None:
         self.border_title = "decisions (newest first)"
+        self._restyle()
+
+    def notify_style_update(self) -> None:
+        """A new theme: rows were styled with the old one's colours."""
+        super().notify_style_update()
+        if self.is_mounted:
+            self._restyle()
+
+    def _restyle(self) -> None:
+        """The roles' styles from the theme. Backgrounds (rows, the blurred cursor) are taken
+        whole, blended over the table's own, and without a colour, so a red `out` cell stays
+        red on a striped row."""
+        styles = {role: self.get_component_rich_style(f"decisions-table--{role}", partial=True)
+                  for role in ROLES}
+        for role in ("odd-row", "cursor-blurred"):
+            styles[role] = Style(bgcolor=self.get_component_rich_style(
+                f"decisions-table--{role}").bgcolor)
+        if styles != self._styles:
+            self._styles = styles
+            self.columns = []  # rebuild the header and every cached row
+            self._layout(self.content_size.width or 94)
 
     def on_resize(self) -> None:
         self._layout(self.content_size.width)
@@ -210,22 +244,13 @@ class DecisionsTable(Widget, can_focus=True):
             return
         self.columns, self._cache = columns, {}
         self._widths = [w for _, w in columns]
-        titles = [(c.title if len(c.title) < w else c.short or c.title, HEADER_STYLE)
-                  for c, w in columns]
-        self._header = Strip(_segments(titles, self._widths))
+        titles: list[Cell] = [(c.title if len(c.title) < w else c.short or c.title, "header")
+                              for c, w in columns]
+        self._header = Strip(_segments(titles, self._widths, self._styles))
         self.refresh()
 
-    @property
-    def marked(self) -> int | None:
-        return self._marked
-
-    @marked.setter
-    def marked(self, step: int | None) -> None:
-        """A step drawn with a mark in its step cell (the A/B replay's first difference)."""
-        if step != self._marked:
-            self._marked = step
-            self._cache = {}
-            self.refresh()
+    def watch_marked(self) -> None:
+        self._cache = {}  # the marked row is drawn anew (reactive refreshes the widget)
 
     # -- data -----------------------------------------------------------------------------
 
@@ -279,11 +304,12 @@ class DecisionsTable(Widget, can_focus=True):
             segments = []
             if record is not None:
                 cells = row_cells(record, self.columns)
-                if number == self._marked:
-                    cells[0] = (f"◆{cells[0][0]}", MARK_STYLE)
-                segments = _segments(cells, self._widths)
+                if number == self.marked:
+                    cells[0] = (f"◆{cells[0][0]}", "mark")
+                segments = _segments(cells, self._widths, self._styles)
             if number % 2:  # zebra stripes, styled once here rather than on every render
-                segments = list(Segment.apply_style(segments, post_style=ZEBRA_STYLE))
+                segments = list(Segment.apply_style(segments,
+                                                    post_style=self._styles.get("odd-row")))
             if len(self._cache) > CACHE_LIMIT:
                 self._cache.clear()
             self._cache[number] = segments
@@ -300,9 +326,9 @@ class DecisionsTable(Widget, can_focus=True):
         if number < view.first_step or number > view.last_step:
             return Strip.blank(width)
         segments = self._row(number)
-        style: Style | None = ZEBRA_STYLE if number % 2 else None
+        style: Style | None = self._styles.get("odd-row") if number % 2 else None
         if number == self.highlighted:
-            style = CURSOR_STYLE if self.has_focus else CURSOR_BLUR_STYLE
+            style = self._styles.get("cursor" if self.has_focus else "cursor-blurred")
             segments = list(Segment.apply_style(segments, post_style=style))
         return Strip(segments).crop(0, width).extend_cell_length(width, style)
 

@@ -25,10 +25,13 @@ from textual.widget import Widget
 
 from engine.safe_text import safe
 from tui.run_view import Event, RunView
+from tui.widgets.theme import Roles, component_roles, unstyled
 
-LEVEL_STYLES = {"info": "", "warning": "#e6db74", "error": "bold #f4005f"}
-KIND_STYLES = {"policy": "bold #98e024", "abort": "bold #f4005f", "notice": "#58d1eb",
-               "log": "dim", "burst": "#ae81ff", "finished": "bold"}
+LEVEL_ROLES = {"info": "", "warning": "warning", "error": "error"}
+KIND_ROLES = {"policy": "policy", "abort": "error", "notice": "notice", "log": "log",
+              "burst": "burst", "finished": "finished"}
+ROLES = ("warning", "error", "policy", "notice", "log", "burst", "finished")
+"""What an entry is styled by: each an `event-log--ROLE` component class."""
 LEVEL_MARKS = {"info": "i", "warning": "⚠", "error": "✗"}
 _LOG = re.compile(r"^vLLM (?P<level>\w+) (?P<logger>[\w.]+): (?P<message>.*?)"
                   r"(?: \(×(?P<repeats>\d+)\))?$", re.S)
@@ -100,15 +103,15 @@ def fold(events: list[Event], show_info: bool) -> list[Entry]:
     return entries
 
 
-def entry_text(entry: Entry) -> Text:
+def entry_text(entry: Entry, roles: Roles = unstyled) -> Text:
     event = entry.event
-    style = KIND_STYLES.get(event.kind) or LEVEL_STYLES.get(event.level, "")
+    role = KIND_ROLES.get(event.kind) or LEVEL_ROLES.get(event.level, "")
     if event.kind == "log" and event.level != "info":
-        style = LEVEL_STYLES[event.level]
+        role = LEVEL_ROLES[event.level]
     text = Text(f"{event.step:>6} ", "dim")
     if entry.count > 1:
         text.append(f"×{entry.count:,} ", "bold reverse")
-    text.append(safe(entry.text), style)  # a recording's log lines reach the terminal
+    text.append(safe(entry.text), roles(role) if role else "")  # log lines reach the terminal
     if entry.count > 1 and entry.first_step != event.step:
         text.append(f" (since step {entry.first_step:,})", "dim")
     return text
@@ -124,7 +127,15 @@ class EventLog(Widget):
         border-title-color: $text;
         padding: 0 1;
     }
+    EventLog > .event-log--warning { color: $text-warning; }
+    EventLog > .event-log--error { color: $text-error; text-style: bold; }
+    EventLog > .event-log--policy { color: $success; text-style: bold; }
+    EventLog > .event-log--notice { color: $text-primary; }
+    EventLog > .event-log--log { text-style: dim; }
+    EventLog > .event-log--burst { color: $text-accent; }
+    EventLog > .event-log--finished { text-style: bold; }
     """
+    COMPONENT_CLASSES = {f"event-log--{role}" for role in ROLES}
 
     show_info: reactive[bool] = reactive(False)
     """Whether vLLM's INFO lines are shown (hidden by default: config dump, metrics)."""
@@ -174,8 +185,9 @@ class EventLog(Widget):
         if not self._entries or width <= 0 or height <= 0:
             return Text("no events yet", "dim")
         lines: list[Text] = []
+        roles = component_roles(self, "event-log")
         for index, entry in enumerate(reversed(self._entries)):
-            wrapped = list(entry_text(entry).wrap(self.app.console, width, overflow="fold"))
+            wrapped = list(entry_text(entry, roles).wrap(self.app.console, width, overflow="fold"))
             if index == 0 and len(wrapped) > height:
                 # the newest entry is never cut: shorten its end, keep its start
                 wrapped = wrapped[:height]

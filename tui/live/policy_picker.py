@@ -45,7 +45,7 @@ class PolicyPicker(ModalScreen[str | None]):
         with Vertical():
             yield Label(f"policy now: [b]{self._current}[/b]")
             yield OptionList(
-                Option("off        vLLM 0.5.0.post1 as released", id="off"),
+                Option("off        vLLM as released (the bug)", id="off"),
                 Option("strict     no prefills while anything is swapped (PR #13539)",
                        id="strict"),
                 Option("watermark  no prefills while CPU KV ≥ level", id="watermark"),

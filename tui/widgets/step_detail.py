@@ -11,6 +11,7 @@ from textual.widgets import Static
 from engine.safe_text import safe
 from engine.stream.records import StepRecord
 from engine.timeaxis import SIM, TimeAxis
+from tui.widgets.theme import Roles, component_roles, unstyled
 
 
 def _ids(ids: list[str], limit: int = 40) -> str:
@@ -30,7 +31,11 @@ class StepDetail(Static):
         border-title-color: $text;
         padding: 0 1;
     }
+    StepDetail > .step-detail--out { color: $text-error; text-style: bold; }
+    StepDetail > .step-detail--ignored { color: $text-warning; }
+    StepDetail > .step-detail--held { color: $text-warning; text-style: bold; }
     """
+    COMPONENT_CLASSES = {"step-detail--out", "step-detail--ignored", "step-detail--held"}
 
     def on_mount(self) -> None:
         self.border_title = "step detail"
@@ -39,17 +44,30 @@ class StepDetail(Static):
     def show(self, step: StepRecord | None, *, pinned: bool = False,
              show_wall: bool = True, axis: TimeAxis = SIM) -> None:
         key = (step.step if step is not None else -1, pinned)
+        self._args = (step, pinned, show_wall, axis)
         if key == self._shown:
             return
         self._shown = key
         self.border_title = f"step {step.step:,}{' (pinned, esc unpins)' if pinned else ''}" \
             if step is not None else "step detail"
         # Fixed height: skip the layout pass Static.update does by default.
-        self.update(self.describe(step, show_wall, axis) if step is not None else "no steps yet",
-                    layout=False)
+        roles = component_roles(self, "step-detail")
+        self.update(self.describe(step, show_wall, axis, roles) if step is not None
+                    else "no steps yet", layout=False)
+
+    def notify_style_update(self) -> None:
+        """A new theme: describe the step again in its colours."""
+        super().notify_style_update()
+        args = getattr(self, "_args", None)
+        if args is not None and self.is_mounted:
+            self._shown = None
+            step, pinned, show_wall, axis = args
+            self.call_later(lambda: self.show(step, pinned=pinned, show_wall=show_wall,
+                                              axis=axis))
 
     @staticmethod
-    def describe(s: StepRecord, show_wall: bool = True, axis: TimeAxis = SIM) -> Text:
+    def describe(s: StepRecord, show_wall: bool = True, axis: TimeAxis = SIM,
+                 roles: Roles = unstyled) -> Text:
         t = Text()
         if axis is SIM:
             t.append(f"policy {safe(s.policy)}   sim {s.sim_s:,.3f} s (+{s.sim_step_s * 1000:.1f} ms)")
@@ -68,14 +86,14 @@ class StepDetail(Static):
         t.append(f"\nprefill  {chunks}")
         t.append(f"\ndecode   {s.decode_groups} groups / {s.decode_seqs} seqs")
         t.append("\nswap out ")
-        t.append(_ids(s.swapped_out), "bold #f4005f" if s.swapped_out else "")
+        t.append(_ids(s.swapped_out), roles("out") if s.swapped_out else "")
         t.append(f"\nswap in  {_ids(s.swapped_in)}")
         t.append(f"\nrecomp   {_ids(s.recomputed)}")
         t.append(f"\nfinished {_ids(s.finished)}")
         t.append(f"\nfirst tk {_ids(s.first_tokens)}")
         if s.ignored:
-            t.append(f"\nignored  {_ids(s.ignored)}", "#e6db74")
+            t.append(f"\nignored  {_ids(s.ignored)}", roles("ignored"))
         if s.withheld:
             t.append(f"\nthe policy withheld new prefills ({s.held_back} waiting held back)",
-                     "bold #e6db74")
+                     roles("held"))
         return t

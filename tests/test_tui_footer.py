@@ -1,0 +1,52 @@
+"""The footer shows whole keys, in the screen's priority order, with `? help` and `q quit`
+pinned right: at 80 columns nothing is cut or drawn under another key."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets._footer import FooterKey
+
+from screens_harness import OFF, TOGGLED
+from tui.launch import replay_app
+from tui.widgets.key_footer import KeyFooter, key_width
+
+
+async def footer_keys(pilot) -> list[FooterKey]:
+    footer = pilot.app.screen.query_one(KeyFooter)
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+    return list(footer.query(FooterKey))
+
+
+@pytest.mark.parametrize("paths", [[OFF], [OFF, TOGGLED]], ids=["replay", "a/b replay"])
+@pytest.mark.parametrize("width", [80, 220])
+async def test_whole_keys_in_priority_order(paths, width):
+    app = replay_app([str(p) for p in paths], autoplay=False)
+    async with app.run_test(size=(width, 40)) as pilot:
+        await pilot.pause()
+        keys = await footer_keys(pilot)
+        for _ in range(100):  # the footer recomposes once the bindings are known
+            if any(k.action == "help" for k in keys):
+                break
+            keys = await footer_keys(pilot)
+        screen = app.main_screen
+        shown = [k for k in keys if k.action not in ("help", "quit")]
+        bound = [b.action for b in screen.BINDINGS if b.show and b.action not in ("help", "quit")]
+        assert [k.action for k in shown] == bound[:len(shown)]  # a prefix: priority order
+        assert shown, "no key fits at all"
+        pinned = [k for k in keys if k.action in ("help", "quit")]
+        assert [k.action for k in pinned] == ["help", "quit"]
+        footer = screen.query_one(KeyFooter)
+        for key in keys:  # each whole, on screen, and clear of every other key
+            region = key.region
+            assert region.width == key_width(key, footer.compact) - (1 if footer.compact
+                                                                     else 0)
+            assert 0 <= region.x and region.right <= width
+            for other in keys:
+                if other is not key:
+                    assert not region.overlaps(other.region), (key.key_display,
+                                                               other.key_display)
+        if width >= 200:
+            assert len(shown) == len(bound)  # room for every key
+        else:
+            assert len(shown) < len(bound)  # the rest are in `?`

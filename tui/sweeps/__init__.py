@@ -1,0 +1,1 @@
+"""Browsing a sweep's cells and replaying one."""

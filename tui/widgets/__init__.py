@@ -1,0 +1,1 @@
+"""Widgets every screen shares: status, banner, plots, tables, footer, dialogs."""
