@@ -12,14 +12,12 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-import msgspec
-
 from engine import console, exit_status, options
 from engine.adapters.versions import speaks
 from engine.errors import ConfigError, ObservatoryError
 from engine.exit_status import ExitStatus
 from engine.safe_text import safe
-from engine.spec import RunSpec, preset_spec
+from engine.spec import RunSpec, resolve_spec
 
 EXIT_OK, EXIT_VERIFY_FAILED, EXIT_USAGE, EXIT_ABORTED = (  # engine.exit_status says why
     ExitStatus.OK, ExitStatus.DIFFERENCE, ExitStatus.USAGE, ExitStatus.ABORTED)
@@ -77,17 +75,13 @@ def default_preset() -> str:
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     """Preset, then config file, then flags. Raises ConfigError (one line) on bad input."""
-    fields: dict[str, Any] = load_config_file(args.config) if args.config else {}
     given = options.values_from_args(args)
     if "num_cpu_blocks" in given and "swap_space_gib" in given:
         raise ConfigError("give --num-cpu-blocks or --swap-space, not both")
-    fields.update(given)
-    preset = fields.pop("preset", None) or default_preset()
-    spec = preset_spec(preset, **fields)
-    if "swap_space_gib" in given and spec.num_cpu_blocks is not None:
-        # --swap-space decides the CPU blocks, also over a preset's or config file's count
-        spec = msgspec.structs.replace(spec, num_cpu_blocks=None)
-    return spec.validated()
+    layers = [(args.config, load_config_file(args.config))] if args.config else []
+    # the default preset depends on the engine kind (a layer's `preset` overrides it)
+    return resolve_spec([("default", {"preset": default_preset()}), *layers,
+                         ("flags", given)]).validated()
 
 
 # ---------------------------------------------------------------------- parser

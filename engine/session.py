@@ -55,7 +55,8 @@ from engine.policy import Policy, parse_policy, require_engine_kind
 from engine.run_state import RunState, state_for_end
 from engine.spec import RunSpec
 from engine.stream.protocol import AddBurst, Pause, Resume, SetPolicy, Stop
-from engine.stream.records import (SCHEMA_VERSION, Arrivals, EngineAborted, Header, LogLine,
+from engine.stream.records import (MEASURED_RESOLUTION_S, SCHEMA_VERSION, Arrivals,
+                                   EngineAborted, Header, LogLine, measured,
                                    ObserverError, PolicyChanged, Record, RunFinished)
 from engine.workload import Request, Workload
 
@@ -178,6 +179,7 @@ class Session:
             time_axis="gpu" if spec.backend == "gpu" else "sim",
             device=device_info.describe(spec.backend),
             engine=driver.kind,
+            time_resolution_s=MEASURED_RESOLUTION_S,
         )
 
     def start(self) -> None:
@@ -318,6 +320,8 @@ class Session:
                 record = driver.step_record(step, cost, sim_s, time.perf_counter() - self._t0)
             except Exception as exc:
                 raise _ObserverFault("build_step_record", exc) from exc
+            record.exec_s = measured(record.exec_s)  # measured times, to the header's resolution
+            record.wall_s = measured(record.wall_s)
             sim_s = record.sim_s
             self._emit_logs(step)
             self._emit(record)

@@ -285,3 +285,31 @@ def preset_spec(name: str, **overrides: Any) -> RunSpec:
         return msgspec.convert(fields, RunSpec)
     except msgspec.ValidationError as exc:  # code that passed a wrong type
         raise ConfigError(f"bad setting: {str(exc).replace('`', '')}") from None
+
+
+def resolve_spec(layers: list[tuple[str, dict[str, Any]]]) -> RunSpec:
+    """The one rule for layered settings: a preset (the `preset` key of any layer, default
+    seed-5578), then each layer in order (a config file, the flags, a sweep cell), each
+    overriding the ones before. The same value means the same run whichever layer gives it.
+
+    A swap space decides the CPU block count by vLLM's own arithmetic, so a layer that gives
+    `swap_space_gib` without `num_cpu_blocks` also drops a CPU block count from the layers
+    below it, the preset's included (the demo preset's 512 blocks would otherwise silently win
+    over `swap-space = 2` in a config file). `where` names a layer in the one-line error for
+    one that gives both."""
+    fields: dict[str, Any] = {}
+    derive_cpu_blocks = False
+    for where, layer in layers:
+        if layer.get("num_cpu_blocks") is not None and layer.get("swap_space_gib") is not None:
+            raise ConfigError(f"{where}: give num_cpu_blocks or swap_space, not both (on the "
+                              f"sim backend CPU blocks override the swap space)")
+        if layer.get("swap_space_gib") is not None:
+            derive_cpu_blocks = True
+        if layer.get("num_cpu_blocks") is not None:
+            derive_cpu_blocks = False
+        fields.update({k: v for k, v in layer.items() if v is not None})
+    preset = fields.pop("preset", None) or "seed-5578"
+    spec = preset_spec(preset, **fields)
+    if derive_cpu_blocks and spec.num_cpu_blocks is not None:
+        spec = msgspec.structs.replace(spec, num_cpu_blocks=None)
+    return spec

@@ -71,9 +71,23 @@ def test_strict_never_admits_new_prefills_while_anything_is_swapped(demo_run):
 
 
 def test_watermark_level_is_respected(demo_run):
-    for record in steps(demo_run("watermark:0.25")):
-        if record.withheld:
-            assert record.policy == "watermark:0.25"
+    """watermark:0.25 withholds new prefills exactly while CPU KV usage is at least 25 %.
+    Prefills are scheduled last in a step, after every swap, so the usage a record carries
+    (read at the end of the step) is the usage the policy saw."""
+    records = steps(demo_run("watermark:0.25"))
+    assert {r.policy for r in records} == {"watermark:0.25"}
+    started: set[str] = set()
+    for r in records:
+        new = [rid for rid, _ in r.prefills if rid not in started]
+        started.update(new)
+        at_level = r.cpu_used >= 0.25 * r.cpu_total
+        assert r.withheld == (at_level and r.held_back > 0), (r.step, r.cpu_pct)
+        if at_level:
+            assert new == [], f"step {r.step} started {new} at {r.cpu_pct:.1f}% CPU KV"
+    withheld = [r for r in records if r.withheld]
+    assert withheld, "the run never reached the level"
+    # the level is 0.25, not the default 0.5: steps were withheld below 50 %
+    assert any(r.cpu_used < 0.5 * r.cpu_total for r in withheld)
 
 
 def test_toggle_at_before_the_abort_prevents_it(demo_run):
@@ -116,6 +130,11 @@ def test_live_set_policy_from_another_thread_applies_at_the_next_boundary():
     assert [(c.step, c.new, c.source) for c in change] == [(61, "strict", "test")]
     assert session.state == "finished"
     assert not any(isinstance(i, EngineAborted) for i in seen)
+    # the policy governs from the very next step, and not one step earlier
+    records = steps(seen)
+    assert {r.policy for r in records if r.step <= 60} == {"off"}
+    assert {r.policy for r in records if r.step >= 61} == {"strict"}
+    assert seen.index(change[0]) == seen.index(records[60]) + 1  # between steps 60 and 61
 
 
 def test_pause_resume_and_stop():

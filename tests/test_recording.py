@@ -857,20 +857,33 @@ def test_follow_stops_when_asked(tmp_path: Path) -> None:
 
 
 def test_follow_from_stdin(tmp_path: Path) -> None:
+    """The follower hands out each step as it arrives, before stdin has ended."""
     lines = synthetic_lines(20)
-    script = ("import sys; from engine.stream.reader import follow; "
-              "print(sum(1 for i in follow('-') if type(i).__name__ == 'StepRecord'))")
+    script = ("from engine.stream.reader import follow\n"
+              "n = 0\n"
+              "for i in follow('-'):\n"
+              "    if type(i).__name__ == 'StepRecord':\n"
+              "        n += 1\n"
+              "        print(n, flush=True)\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([PY, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             env=env)
-    assert proc.stdin is not None
-    proc.stdin.write(b"\n".join(lines[:10]) + b"\n")
-    proc.stdin.flush()
-    time.sleep(0.2)
-    proc.stdin.write(b"\n".join(lines[10:]) + b"\n")
-    proc.stdin.close()
-    assert proc.wait(30) == 0
-    assert proc.stdout is not None and proc.stdout.read().strip() == b"20"
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(b"\n".join(lines[:10]) + b"\n")
+        proc.stdin.flush()
+        # the first half's steps come out while stdin is still open (lines[:10] is the
+        # header, the arrivals and steps 0-7)
+        seen = [proc.stdout.readline().strip() for _ in range(8)]
+        assert seen == [str(n).encode() for n in range(1, 9)]
+        proc.stdin.write(b"\n".join(lines[10:]) + b"\n")
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+        assert proc.stdout.read().split()[-1] == b"20"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
 
 
 def test_follow_refuses_a_corrupt_line_unless_lenient(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import colorsys
 import re
+import time
 
 import msgspec
 import pytest
@@ -28,6 +29,15 @@ from tui.widgets.run_panel import RunPanel
 from tui.widgets.run_plot import RunPlot
 from tui.run_view import RunView
 from tui.widgets.status_bar import StatusBar
+
+
+async def until(pilot, condition, what: str, timeout: float = 30.0) -> None:
+    """Let the app run until `condition()` holds: an event to wait for, not a guessed sleep."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.02)
+
 
 SMALL = (80, 24)
 
@@ -254,9 +264,11 @@ async def test_panes_collapse_in_order_and_help_quit_stay(size, collapsed):
     view = view_until(OFF, 700)
     app = panel_app(view, live_status(view))
     async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        await pilot.pause(0.2)  # the footer recomposes once the bindings are known
         screen = app.screen
+        # the footer recomposes once the bindings are known
+        await until(pilot, lambda: {"?", "q"} <= {key.key_display for key in
+                                                  app.screen.query(FooterKey)}, "the footer keys")
+        await pilot.pause()
         assert screen.query_one(RunPanel).collapsed == collapsed
         keys = {key.key_display: key.region for key in screen.query(FooterKey)}
         for key in ("?", "q"):
@@ -349,9 +361,10 @@ async def test_ab_stepping_moves_both_runs():
         sim_a, sim_b = screen.views[0].get(a).sim_s, screen.views[1].get(b).sim_s
         assert sim_b <= sim_a + 1e-9 and screen.views[1].get(b + 1).sim_s > sim_a
         await pilot.press("space")  # play moves both
-        await pilot.pause(0.5)
+        await until(pilot, lambda: screen.steps()[0] > 500 and screen.steps()[1] > b,
+                    "play to move both runs")
         await pilot.press("space")
-        assert screen.steps()[0] > 500 and screen.steps()[1] > b
+        assert not screen.playing
 
 
 async def test_ab_choosing_a_row_in_b_seeks_there():

@@ -48,6 +48,15 @@ pytestmark = pytest.mark.skipif(not _can_unshare(),
 
 
 # ---------------------------------------------------------------------- namespaces
+def default_signals() -> None:
+    """In the child, before exec: SIGINT and SIGTERM at their defaults. A suite run as a
+    background job (`pytest &`, CI runners) starts with SIGINT ignored, an ignored signal stays
+    ignored across exec, and Python then installs no KeyboardInterrupt handler, so the sweep
+    would never see the test's Ctrl-C. The test sets what it relies on instead of inheriting it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def ray_env() -> dict[str, str]:
     return dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32),
                 RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT))
@@ -75,7 +84,8 @@ class Namespace:
         self.proc = subprocess.Popen(
             ["unshare", "-n", "-p", "-f", "--mount-proc", "sh", "-c",
              'ip link set lo up && "$@"', "sh", *argv],
-            cwd=ROOT, env=env or ray_env(), stdout=self._out, stderr=subprocess.STDOUT)
+            cwd=ROOT, env=env or ray_env(), stdout=self._out, stderr=subprocess.STDOUT,
+            preexec_fn=default_signals)
         self.init_pid = self._wait_child(self.proc.pid)  # sh, PID 1 inside
         self.ns = os.readlink(f"/proc/{self.init_pid}/ns/pid")
 

@@ -34,6 +34,19 @@ Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
 Seconds = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_SECONDS)]
 
 
+MEASURED_RESOLUTION_S = 1e-6
+"""What a step's measured times can honestly resolve: reading the clock and the timing wrapper
+around `execute_model` cost about 0.4 us (bench/bench_exec_timing.py), so digits below a
+microsecond are noise. Stored beyond it they cost ~8 bytes a step of incompressible digits, a
+sixth of a compressed recording. The header's `time_resolution_s` says what a file used."""
+_MEASURED_DIGITS = 6  # decimal places of MEASURED_RESOLUTION_S
+
+
+def measured(seconds: float) -> float:
+    """`seconds` rounded to MEASURED_RESOLUTION_S (the shortest JSON form of that value)."""
+    return round(seconds, _MEASURED_DIGITS)
+
+
 class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=False):
     """What one `LLMEngine.step()` decided and left behind.
 
@@ -407,6 +420,10 @@ class Header(msgspec.Struct, tag="header", tag_field="kind", kw_only=True):
     # recording made before this field existed) or "v1" (EngineCore, 0.11+). The framing, checks
     # and limits are shared; the decision payloads differ by kind.
     engine: str = "v0"
+    # Step records' measured times (`wall_s`, `exec_s`) are rounded to multiples of this many
+    # seconds (MEASURED_RESOLUTION_S). 0.0: stored at full float precision (recordings made
+    # before this field existed). Simulated times are never rounded: `verify` compares them.
+    time_resolution_s: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = 0.0
 
 
 ENGINE_KINDS = ("v0", "v1")

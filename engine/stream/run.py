@@ -10,7 +10,8 @@ export, verify, every TUI widget) reads it from here, so there is one index, bui
 - per-step columns, extended lazily in bulk (`column`), and downsampled windows of them for
   plots (`series`), cached for closed ranges so moving a replay cursor costs nothing.
 
-It needs only msgspec and numpy: loading a recording never imports vLLM or torch.
+It needs only msgspec (and numpy, imported on the first plot series): loading a recording never
+imports vLLM or torch, and `summary`, `verify` or `export` do not pay numpy's import either.
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, Callable, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 import msgspec
-import numpy as np
 
 from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged,
                                    Record, RunFinished, StepRecord, V1StepRecord)
 from engine.timeaxis import axis_of
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # ---- kinds of happenings --------------------------------------------------------------------
 
@@ -209,9 +212,9 @@ class Run:
             if not self._bridge(s):
                 return
         steps.append(s)
+        if not (s.swapped_out or s.swapped_in or s.recomputed or s.ignored or s.withheld):
+            return  # most steps: nothing to index (checked field by field: no tuple built)
         flags = _step_flags(s)
-        if not any(flags):
-            return
         kind_steps = self._kind_steps
         for kind, flag in zip(STEP_KINDS, flags):
             if flag:
@@ -357,6 +360,18 @@ class Run:
             values.extend(map(getter, self.steps[len(values):]))
         return values
 
+    def _array(self, name: str, a: int, b: int) -> np.ndarray:
+        """Held steps a..b-1 of a column as floats. Percentages are computed from the block
+        counts in bulk: a Python property call per step costs more than the rest of a plot."""
+        import numpy as np
+
+        if name in ("gpu_pct", "cpu_pct"):
+            prefix = name[:3]
+            used = np.asarray(self.column(prefix + "_used")[a:b], dtype=float)
+            total = np.asarray(self.column(prefix + "_total")[a:b], dtype=float)
+            return np.divide(100.0 * used, total, out=np.zeros_like(used), where=total > 0)
+        return np.asarray(self.column(name)[a:b], dtype=float)
+
     def series(self, name: str, lo: int, hi: int, points: int) -> tuple[np.ndarray, np.ndarray]:
         """Steps lo..hi (inclusive) of one plot series, downsampled to at most `points` points.
 
@@ -364,6 +379,8 @@ class Run:
         peak right before the abort is not averaged away), token rates are the bin's tokens
         over its simulated seconds. Closed ranges are cached.
         """
+        import numpy as np
+
         if name not in SERIES:
             raise KeyError(f"unknown series {name!r}; known: {', '.join(SERIES)}")
         first = self.first_step
@@ -391,7 +408,7 @@ class Run:
             s = secs.reshape(nbins, size).sum(axis=1)
             ys = np.divide(t, s, out=np.zeros_like(t), where=s > 0)
         else:
-            values = np.asarray(self.column(name)[a:b], dtype=float)
+            values = self._array(name, a, b)
             if pad:
                 values = np.concatenate([values, np.full(pad, values[-1])])
             ys = values.reshape(nbins, size).max(axis=1)

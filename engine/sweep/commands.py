@@ -150,6 +150,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     spec = store.read_spec() if args.resume else new_sweep_spec(args)
     _refuse_big_grid(spec.axes, args.max_cells or spec.max_cells)
     cells = expand(spec.base, spec.axes)
+    if not args.serial:
+        from engine.sweep.ray_pool import require_ray
+
+        require_ray()
     if args.address:
         from engine.sweep.ray_pool import check_reachable
 

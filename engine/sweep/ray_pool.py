@@ -62,6 +62,17 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
                           f"{exc.strerror or exc}; is `ray start --head` running there?") from None
 
 
+def require_ray() -> None:
+    """One line, before anything is written, when this environment has no Ray: a plain
+    `pip install -e .` beside a user's own vLLM may lack it (the vLLM extras bring it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError("sweep runs its cells on Ray, which is not installed here: "
+                          "pip install 'ray[default]' (the vLLM extras bring it), or add "
+                          "--serial to run the cells one by one without Ray")
+
+
 @contextlib.contextmanager
 def ray_runtime(address: str | None, workers: int | None, log_path: Path,
                 temp_dir: str | None = None, node_ip: str | None = None) -> Iterator[int]:

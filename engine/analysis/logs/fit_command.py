@@ -107,6 +107,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     if args.rounds < 0 or args.workers < 1:
         raise ConfigError("--rounds must be >= 0 and --workers >= 1")
+    from engine.adapters.versions import require_supported
+
+    require_supported()  # every sim needs vLLM: say so at once, not after 30 failed sims
     log = import_log(read_input(args.log), args.log)
     target = Target.from_log(log)
     if target.abort_clock_s is None and not target.windows:
