@@ -44,6 +44,10 @@ def register(sub) -> None:
     run = sub.add_parser("run", help="run headless, print progress and a summary")
     add_run_flags(run)
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
+    run.add_argument("--dry-run", action="store_true",
+                     help="resolve what the run would start with (vLLM, executor, platform, "
+                          "engine arguments, model) and print it, without building the "
+                          "engine; offline, no CUDA needed")
     run.add_argument("-v", "--verbose", action="store_true",
                      help="print every vLLM log line (default: scheduler warnings only)")
     run.set_defaults(func=cmd_run)
@@ -157,6 +161,10 @@ def _count_signals(host) -> list[int]:
 # ---------------------------------------------------------------------- run
 def cmd_run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)  # before importing vLLM: bad flags fail in milliseconds
+    if args.dry_run:
+        from engine import dry_run
+
+        return dry_run.run(spec, args.json)
 
     from engine.analysis.summary import SummaryBuilder, format_summary, summary_json
     from engine.host import EngineHost

@@ -42,6 +42,7 @@ def local_engine_source(record: RecordMode) -> "SourceFactory":
     from tui.run_source import EngineSource
 
     paths = [record] if record not in (None, "auto") else []
+    last: list[EngineSource] = []  # the previous run's source: a restart waits for its engine
 
     def open_source(spec: RunSpec) -> EngineSource:
         if record is None:
@@ -50,7 +51,16 @@ def local_engine_source(record: RecordMode) -> "SourceFactory":
             path = paths.pop()
         else:
             path = str(default_recording_path(spec))
-        return EngineSource(lambda: spawn_local(spec, path))
+        before = last.pop() if last else None
+
+        def open_link():
+            if before is not None:  # on the new source's reader thread, not the UI's
+                before.wait_gone()  # the old engine process is gone before the new one starts
+            return spawn_local(spec, path)
+
+        source = EngineSource(open_link)
+        last.append(source)
+        return source
 
     return open_source
 

@@ -161,6 +161,15 @@ class EngineSource(_QueuedSource):
         if link is not None:
             link.close(timeout=QUIT_WAIT_S)
 
+    def wait_gone(self) -> None:
+        """Close, and return once this source's engine process has exited (waited for by
+        PID: engine.stream.client.EngineLink.wait_gone). Blocking: for a reader thread."""
+        self.close()
+        if self._thread is not None:
+            self._thread.join()  # the link exists, or never will
+        if self._link is not None:
+            self._link.wait_gone()
+
     def _read(self) -> None:
         from engine.stream import protocol
 

@@ -85,13 +85,30 @@ def require_supported() -> Release:
 
 
 _family: ModuleType | None = None
+_backend: str | None = None  # the backend the family was loaded for (None: not said)
 
 
-def family() -> ModuleType:
-    """The adapter module for the installed vLLM (imports vLLM on first use)."""
-    global _family
+def family(backend: str | None = None) -> ModuleType:
+    """The adapter module for the installed vLLM (imports vLLM on first use).
+
+    `backend` ("sim" or "gpu") is given by whoever is about to build or resolve an engine of
+    that backend. A family may choose vLLM's platform for it (`check_backend`): 0.10's sim
+    needs a platform without a device, and vLLM resolves its platform once per process, so
+    the choice is made as the family loads (before its vLLM imports) or, for a family already
+    loaded, now; a family raises EngineError for a backend this process can no longer give."""
+    global _family, _backend
     if _family is None:
         release = require_supported()
+        _backend = backend
         _family = importlib.import_module(
             f"engine.adapters.{release.engine}.family_{release.family}")
+    elif backend is not None:
+        check = getattr(_family, "check_backend", None)
+        if check is not None:
+            check(backend)
     return _family
+
+
+def process_backend() -> str | None:
+    """The backend the family is being loaded for (read by a family module as it loads)."""
+    return _backend

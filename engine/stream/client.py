@@ -140,6 +140,26 @@ class EngineLink:
                 threading.Thread(target=process.wait, name="observatory-reap",
                                  daemon=True).start()
 
+    def wait_gone(self, grace: float = 5.0) -> int | None:
+        """Close, then wait (by PID) until the local engine process has exited; its exit
+        code, or None for a TCP link. A child that is still running after `grace` seconds
+        (it was told to stop; it finishes its recording on its own) gets SIGTERM, which also
+        stops at a step boundary and closes the recording, and after `grace` more, SIGKILL.
+        A restart calls this before it starts the next engine, so two engines (and two
+        models' GPU memory) never overlap."""
+        self.close(timeout=0.0)
+        process = self._process
+        if process is None:
+            return None
+        for last_resort in (process.terminate, process.kill, None):
+            try:
+                return process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                if last_resort is None:
+                    raise
+                last_resort()
+        return process.wait()
+
     def _shutdown(self) -> None:
         try:
             self._sock.shutdown(socket.SHUT_RDWR)

@@ -2,21 +2,29 @@
 
 Both backends go through `EngineArgs.create_engine_config()` and `LLMEngine(...)`, so vLLM's
 own config checks, block arithmetic, scheduler, block manager, output processing and stats all
-run as in production. They differ only in the executor:
+run as in production. Their scheduling arguments are the same (the spec's, plus the family's
+`engine_kwargs()`: async output processing off, the device), so a gpu step and a sim step are
+recorded alike. They differ in the executor, the model and the platform:
 
 - ``sim``: `SimExecutor` (no weights, no model, no GPU). The model's architecture comes from an
   HF config.json shipped in engine/adapters/models/ (or a directory given with --model), which is all
-  vLLM needs to size KV-cache blocks.
-- ``gpu``: vLLM's own `GPUExecutor` with a real model and tokenizer. Needs CUDA.
+  vLLM needs to size KV-cache blocks. From 0.10 the config resolves on the sim's platform
+  (engine.adapters.v0.sim_platform).
+- ``gpu``: the executor vLLM itself picks for the config (the family's `gpu_executor_class`:
+  `GPUExecutor` up to 0.6, `UniProcExecutor` from 0.7) with a real model and tokenizer, on the
+  platform vLLM detects. Needs CUDA.
 
-What differs by vLLM release (extra engine arguments, how `LLMEngine` is constructed, where its
-scheduler is) comes from the installed release's adapter family (engine.adapters.versions).
+What differs by vLLM release (extra engine arguments, the executor, the platform, how
+`LLMEngine` is constructed, where its scheduler is) comes from the installed release's adapter
+family (engine.adapters.versions). `resolve()` answers everything a run would start with,
+without building an engine (`observatory run --dry-run`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 from engine import logs
@@ -83,47 +91,33 @@ def _summarize_config(config: Any) -> dict[str, Any]:
     return out
 
 
+def engine_args(spec: RunSpec, fam: ModuleType) -> Any:
+    """vLLM's EngineArgs for `spec`: the same scheduling arguments for both backends (the
+    spec's and the family's `engine_kwargs()`); the model, the tokenizer and CUDA graphs are
+    the backend's."""
+    from vllm import EngineArgs
+
+    common = dict(enable_chunked_prefill=spec.enable_chunked_prefill,
+                  max_num_batched_tokens=spec.max_num_batched_tokens,
+                  max_num_seqs=spec.max_num_seqs, num_gpu_blocks_override=spec.num_gpu_blocks,
+                  swap_space=spec.swap_space_gib, block_size=spec.block_size, seed=spec.seed,
+                  disable_log_stats=False, preemption_mode=spec.preemption_mode,
+                  **fam.engine_kwargs())
+    if spec.backend == "sim":
+        model = sim_model_dir(spec.model_name)
+        return EngineArgs(model=model, tokenizer=spec.tokenizer or model,
+                          skip_tokenizer_init=True, enforce_eager=True, **common)
+    return EngineArgs(model=spec.model_name, tokenizer=spec.tokenizer, **common)
+
+
 def engine_config(spec: RunSpec) -> tuple[Any, dict[str, Any] | None]:
     """vLLM's EngineConfig for `spec` (no engine, no CUDA needed), and on the gpu backend with
     `num_cpu_blocks` the swap-space translation the header records (engine.adapters.v0.swap_space).
     Raises ConfigError."""
     from engine.adapters.versions import family
 
-    fam = family()  # ConfigError naming the supported releases if this one is not
-    from vllm import EngineArgs
-
-    if spec.backend == "sim":
-        model = sim_model_dir(spec.model_name)
-        args = EngineArgs(
-            model=model,
-            tokenizer=spec.tokenizer or model,
-            skip_tokenizer_init=True,
-            enable_chunked_prefill=spec.enable_chunked_prefill,
-            max_num_batched_tokens=spec.max_num_batched_tokens,
-            max_num_seqs=spec.max_num_seqs,
-            num_gpu_blocks_override=spec.num_gpu_blocks,
-            swap_space=spec.swap_space_gib,
-            block_size=spec.block_size,
-            seed=spec.seed,
-            disable_log_stats=False,
-            enforce_eager=True,
-            preemption_mode=spec.preemption_mode,
-            **fam.engine_kwargs(),
-        )
-    else:
-        args = EngineArgs(
-            model=spec.model_name,
-            tokenizer=spec.tokenizer,
-            enable_chunked_prefill=spec.enable_chunked_prefill,
-            max_num_batched_tokens=spec.max_num_batched_tokens,
-            max_num_seqs=spec.max_num_seqs,
-            num_gpu_blocks_override=spec.num_gpu_blocks,
-            swap_space=spec.swap_space_gib,
-            block_size=spec.block_size,
-            seed=spec.seed,
-            disable_log_stats=False,
-            preemption_mode=spec.preemption_mode,
-        )
+    fam = family(spec.backend)  # ConfigError naming the supported releases if this one is not
+    args = engine_args(spec, fam)
     config = _engine_config(args)
     swap_translation = None
     if spec.backend == "gpu" and spec.num_cpu_blocks is not None:
@@ -136,6 +130,19 @@ def engine_config(spec: RunSpec) -> tuple[Any, dict[str, Any] | None]:
     return config, swap_translation
 
 
+def executor_class(spec: RunSpec, config: Any) -> type:
+    """The executor a `spec` engine runs: the sim's, or the one vLLM itself picks (by family)."""
+    from engine.adapters.versions import family
+
+    fam = family(spec.backend)
+    if spec.backend == "sim":
+        from engine.adapters.v0.sim_executor import SimExecutor
+
+        return SimExecutor.configured(spec.num_gpu_blocks, spec.num_cpu_blocks, spec.seed,
+                                      spec.eos_prob, spec.lengths)
+    return fam.gpu_executor_class(config)
+
+
 def build_engine(spec: RunSpec) -> BuiltEngine:
     """Construct the engine; raise ConfigError for anything the user can fix."""
     if spec.backend == "gpu" and not cuda_available():
@@ -143,36 +150,32 @@ def build_engine(spec: RunSpec) -> BuiltEngine:
                           "use --backend sim")
     from engine.adapters.versions import family
 
-    fam = family()
+    fam = family(spec.backend)
     import vllm
     from vllm import LLMEngine
     from vllm.usage.usage_lib import UsageContext
 
     logs.install()  # in case vLLM was imported (and configured its logging) before us
     config, swap_translation = engine_config(spec)
+    executor = executor_class(spec, config)
 
     count_tokens = None
     stop_token_ids: list[int] = []
     if spec.backend == "sim":
-        from engine.adapters.v0.sim_executor import SimExecutor, eos_token_id
+        from engine.adapters.v0.sim_executor import eos_token_id
 
-        executor_class = SimExecutor.configured(spec.num_gpu_blocks, spec.num_cpu_blocks,
-                                                spec.seed, spec.eos_prob, spec.lengths)
         stop_token_ids = [eos_token_id(config.model_config)]
         if spec.tokenizer:
             count_tokens = _local_tokenizer(spec.tokenizer)
     else:
-        from vllm.executor.gpu_executor import GPUExecutor
-
         vocab = config.model_config.get_vocab_size()
         if spec.prompt_len is not None and vocab <= MAX_SYNTHETIC_TOKEN_ID:
             # a real model would index its embedding out of range (a CUDA device-side assert)
             raise ConfigError(f"--prompt-len sends token ids up to {MAX_SYNTHETIC_TOKEN_ID}, "
                               f"beyond {spec.model_name!r}'s vocabulary of {vocab:,}: leave "
                               f"--prompt-len out to send the seed's text")
-        executor_class = GPUExecutor
     with build_errors(spec.model_name):
-        engine = fam.construct(LLMEngine, config, executor_class=executor_class, log_stats=True,
+        engine = fam.construct(LLMEngine, config, executor_class=executor, log_stats=True,
                                usage_context=UsageContext.ENGINE_CONTEXT)
     config_summary = _summarize_config(config)
     if swap_translation is not None:
@@ -210,3 +213,161 @@ def _local_tokenizer(path: str) -> Callable[[str], list[int]]:
         raise ConfigError(f"cannot load a tokenizer from {path!r} ({type(exc).__name__}): "
                           f"give a local directory with tokenizer files") from None
     return lambda text: tokenizer(text).input_ids
+
+
+# ---- resolve: what a run would start with, without building it (observatory run --dry-run) --
+
+GIB = 1 << 30
+
+
+@dataclass
+class Resolved:
+    """Everything a run of a spec starts with, as vLLM resolves it (no engine, no CUDA)."""
+
+    backend: str
+    vllm_version: str
+    engine: str  # the engine kind: "v0" (LLMEngine)
+    api_family: str  # engine.adapters.<engine>.family_<api_family>
+    executor_class: str  # dotted path
+    platform_class: str | None  # dotted path; None: the release has no platform classes
+    device_type: str
+    cuda_available: bool
+    model: str  # what the spec names
+    model_source: str  # where its config (and on a GPU, its weights) come from
+    tokenizer_source: str
+    engine_args: dict[str, Any]  # as vLLM's resolved config holds them
+    notes: list[str]
+
+    def scheduling_args(self) -> dict[str, Any]:
+        """The arguments that decide what the scheduler does (equal for both backends)."""
+        return {k: self.engine_args[k] for k in SCHEDULING_ARGS}
+
+
+SCHEDULING_ARGS = ("enable_chunked_prefill", "max_num_batched_tokens", "max_num_seqs",
+                   "block_size", "preemption_mode", "async_output_proc")
+
+
+def _dotted(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _hub_source(spec: RunSpec) -> tuple[RunSpec, str, list[str]]:
+    """The gpu model's source, offline: a local directory, the Hugging Face cache, or (for a
+    hub model this machine has not downloaded) the packaged copy of its config.json, with a
+    note; ConfigError if none. Returns the spec to resolve the config from."""
+    import msgspec
+
+    name = spec.model_name
+    if Path(name).expanduser().is_dir():
+        return spec, f"local directory {Path(name).expanduser().resolve()}", []
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name, "config.json")
+    except Exception:  # noqa: BLE001  not a repo id, or no cache: treated as not cached
+        cached = None
+    if isinstance(cached, str):
+        return spec, f"Hugging Face cache {Path(cached).parent}", []
+    packaged = MODELS_DIR / name.rsplit("/", 1)[-1]
+    if (packaged / "config.json").is_file():
+        note = (f"{name} is not in the local Hugging Face cache: a run downloads it; its "
+                f"config was resolved from the packaged copy {packaged / 'config.json'}")
+        return (msgspec.structs.replace(spec, model=str(packaged)),
+                f"hub {name} (not cached)", [note])
+    raise ConfigError(f"--dry-run resolves offline, and {name!r} is neither a local directory "
+                      f"nor in the Hugging Face cache: download it first (a run would) or "
+                      f"give a local directory with --model")
+
+
+def resolve(spec: RunSpec) -> Resolved:
+    """What `build_engine(spec)` would start with: vLLM's version, the adapter family, the
+    executor and platform classes, the engine arguments as vLLM's config holds them, the model
+    and tokenizer sources. Builds no engine and needs no CUDA (a gpu spec on a machine without
+    one resolves and says so in `notes`). Raises ConfigError."""
+    from engine.adapters.versions import family, require_supported
+
+    release = require_supported()
+    fam = family(spec.backend)
+    import vllm
+
+    from engine.adapters.v0 import swap_space
+
+    logs.install()
+    notes: list[str] = []
+    cuda = cuda_available()
+    if spec.backend == "gpu":
+        resolved_spec, model_source, notes = _hub_source(spec)
+        tokenizer_source = spec.tokenizer or f"the model's ({model_source})"
+        if not cuda:
+            notes.append("no CUDA device is present: a gpu run stops before building the "
+                         "engine; everything above is what it would start with")
+    else:
+        resolved_spec = spec
+        model_source = f"config {sim_model_dir(spec.model_name)}/config.json (no weights)"
+        tokenizer_source = (spec.tokenizer if spec.tokenizer else
+                            "none (skip_tokenizer_init; prompt lengths from the text)")
+    config, translation = engine_config(resolved_spec)
+    executor = executor_class(resolved_spec, config)
+    block_bytes = swap_space.cache_block_bytes(config)
+    if spec.backend == "sim" and spec.num_cpu_blocks is not None:
+        cpu_blocks = spec.num_cpu_blocks  # the sim executor reports it as given
+    else:
+        cpu_blocks = swap_space.derived_cpu_blocks(config)
+    scheduler, cache, model = config.scheduler_config, config.cache_config, config.model_config
+    args = {
+        "enable_chunked_prefill": bool(scheduler.chunked_prefill_enabled),
+        "max_num_batched_tokens": scheduler.max_num_batched_tokens,
+        "max_num_seqs": scheduler.max_num_seqs,
+        "block_size": cache.block_size,
+        "preemption_mode": getattr(scheduler, "preemption_mode", None),
+        "async_output_proc": bool(getattr(model, "use_async_output_proc", False)),
+        "num_gpu_blocks_override": cache.num_gpu_blocks_override,
+        "swap_space_gib": cache.swap_space_bytes / GIB,
+        "cpu_block_bytes": block_bytes,
+        "num_cpu_blocks": cpu_blocks,
+        "device": str(config.device_config.device_type),
+        "dtype": str(model.dtype).removeprefix("torch."),
+        "max_model_len": model.max_model_len,
+        "enforce_eager": bool(model.enforce_eager),
+        "seed": model.seed,
+    }
+    if translation is not None:
+        args["swap_space_from_num_cpu_blocks"] = translation
+    platform = fam.platform_class()
+    if spec.backend == "sim":
+        executor_name = "engine.adapters.v0.sim_executor.SimExecutor"  # configured per spec
+    else:
+        executor_name = _dotted(executor)
+        if platform is not None and platform.endswith(".UnspecifiedPlatform"):
+            notes.append("vLLM's platform detection found no device on this machine "
+                         "(UnspecifiedPlatform); on a CUDA host it detects its CUDA platform")
+        notes += getattr(fam, "platform_notes", lambda: [])()
+    return Resolved(backend=spec.backend, vllm_version=vllm.__version__,
+                    engine=release.engine, api_family=release.family,
+                    executor_class=executor_name, platform_class=platform,
+                    device_type=args["device"], cuda_available=cuda, model=spec.model_name,
+                    model_source=model_source, tokenizer_source=tokenizer_source,
+                    engine_args=args, notes=notes)
+
+
+def shutdown_engine(engine: Any) -> None:
+    """Shut a V0 engine down as vLLM's own tests do: its executor (workers, on a GPU their
+    model and KV cache), then the process's distributed state, then the CUDA cache, so the next
+    engine in this process starts on a free device. Never raises: it runs in `finally` blocks."""
+    import gc
+
+    executor = getattr(engine, "model_executor", None)
+    try:
+        if executor is not None:
+            executor.shutdown()
+        from vllm.distributed import parallel_state
+
+        for name in ("destroy_model_parallel", "destroy_distributed_environment"):
+            getattr(parallel_state, name, lambda: None)()
+    except Exception:  # noqa: BLE001  best effort: the engine is being thrown away
+        pass
+    gc.collect()
+    if cuda_available():
+        import torch
+
+        torch.cuda.empty_cache()

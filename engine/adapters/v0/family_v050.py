@@ -5,6 +5,9 @@
   end of `_schedule_*`.
 - `engine.scheduler` is one Scheduler; `LLMEngine(**config.to_dict(), executor_class=...)`.
 - `SamplerOutput` lives in `vllm.sequence`; an n>1 request is one group of n sequences.
+- There is no `vllm.platforms` yet: `DeviceConfig("auto")` says "cuda" unless vLLM was built
+  for another device, and `LLMEngine.from_engine_args` picks the executor inline (no
+  `_get_executor_cls`): one CUDA device without a distributed backend is `GPUExecutor`.
 """
 
 from __future__ import annotations
@@ -18,12 +21,34 @@ from vllm.sequence import (CompletionSequenceGroupOutput, ExecuteModelRequest,  
                            Logprob, SamplerOutput, SequenceOutput, SequenceStatus)
 from vllm.worker.cache_engine import CacheEngine
 
+from engine.errors import EngineError
+
 FANS_OUT = False
 
 
 def engine_kwargs() -> dict[str, Any]:
-    """EngineArgs this family needs on a machine without a GPU."""
+    """EngineArgs this family adds for both backends (none: 0.5 has no async output)."""
     return {}
+
+
+def gpu_executor_class(config: Any) -> type:
+    """The executor `LLMEngine.from_engine_args` picks for `config` in 0.5.0: its last branch,
+    `GPUExecutor`, for a CUDA device without a distributed backend (what the observatory
+    builds: one GPU). Anything else would be another branch, which the observatory does not
+    run."""
+    device = config.device_config.device_type
+    backend = config.parallel_config.distributed_executor_backend
+    if device != "cuda" or backend in ("ray", "mp"):
+        raise EngineError(f"the gpu backend runs one CUDA device; vLLM resolved device "
+                          f"{device!r}, executor backend {backend!r}")
+    from vllm.executor.gpu_executor import GPUExecutor
+
+    return GPUExecutor
+
+
+def platform_class() -> str | None:
+    """vLLM's platform class in effect (dotted path); None: this release has none."""
+    return None
 
 
 def construct(engine_class: Any, config: Any, **kwargs: Any) -> Any:

@@ -8,8 +8,12 @@ What differs from v050 (the rest of the hooks read the same names):
 - `engine.scheduler` is a list, one per virtual engine: the hooks use `[0]`.
 - `SamplerOutput` lives in `vllm.model_executor.layers.sampler`; the executor base also
   requires `pin_lora` and four prompt-adapter methods; `best_of` may be None (then `n`).
-- Async output processing is switched off (the sim executor does not honour its callback) and
-  `device="cuda"` is given explicitly: `device="auto"` can fail without a GPU.
+- Async output processing is switched off for both backends (the sim executor does not honour
+  its callback; on a GPU it would move each step's output processing into the next step, so a
+  record and `exec_s` would mean something else than on the sim), and `device="cuda"` is given
+  explicitly: `device="auto"` can fail without a GPU, and on a GPU host it says "cuda" anyway.
+- The gpu executor is the one `LLMEngine._get_executor_cls` picks: `GPUExecutor` for one
+  CUDA device. The platform is vLLM's own detection (`vllm.platforms.current_platform`).
 An n>1 request is still one group of n sequences, swapped together.
 """
 
@@ -28,7 +32,23 @@ FANS_OUT = False
 
 
 def engine_kwargs() -> dict[str, Any]:
+    """EngineArgs this family adds for both backends (see the module docstring)."""
     return {"device": "cuda", "disable_async_output_proc": True}
+
+
+def gpu_executor_class(config: Any) -> type:
+    """The executor vLLM itself picks for `config` (`LLMEngine.from_engine_args` asks this)."""
+    from vllm.engine.llm_engine import LLMEngine
+
+    return LLMEngine._get_executor_cls(config)
+
+
+def platform_class() -> str | None:
+    """vLLM's platform class in effect (dotted path), as its own detection chose it."""
+    import vllm.platforms
+
+    cls = type(vllm.platforms.current_platform)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def construct(engine_class: Any, config: Any, **kwargs: Any) -> Any:

@@ -9,7 +9,9 @@ extra `partial_prefill_metadata` passes through). What differs:
 - From 0.7.0 an executor implements `_init_executor`, `collective_rpc` and `check_health`; in
   0.10.2 `shutdown()` calls `collective_rpc`.
 - From 0.8 V0 needs `VLLM_USE_V1=0` before the engine is built; from 0.10.0
-  `EngineArgs.device` is gone.
+  `EngineArgs.device` is gone and vLLM detects its platform: the sim then needs its own
+  (engine.adapters.v0.sim_platform), chosen by `check_backend` before vLLM resolves one.
+- The single-GPU executor is `UniProcExecutor` (there is no `vllm.executor.gpu_executor`).
 """
 
 from __future__ import annotations
@@ -23,47 +25,34 @@ from typing import Any  # noqa: E402
 import vllm  # noqa: E402
 import vllm.platforms  # noqa: E402
 
+from engine.adapters.v0 import sim_platform  # noqa: E402
+from engine.adapters.versions import process_backend  # noqa: E402
+from engine.errors import EngineError  # noqa: E402
+
 _HAS_DEVICE = tuple(int(p) for p in vllm.__version__.split(".")[:2]) < (0, 10)
 
 
-def _sim_platform() -> None:
-    """From 0.10.0 `EngineArgs.device` is gone and vLLM detects its platform; on a machine
-    without a GPU it finds none ("Device string must not be empty"). Install a CUDA platform
-    whose device queries answer without a device, before anything resolves the platform. Only
-    configuration reads it: the sim executor never touches a device."""
-    import torch
-    from vllm.platforms.interface import DeviceCapability, UnspecifiedPlatform
+def check_backend(backend: str | None) -> None:
+    """Choose vLLM's platform for this process's `backend`, before vLLM resolves its own.
 
-    class SimPlatform(UnspecifiedPlatform):
-        # vLLM's CudaPlatform imports vllm._C, which needs libcuda: this names the device
-        # without loading it.
-        device_name = "cuda"
-        device_type = "cuda"
-        dispatch_key = "CUDA"
-
-        @property
-        def supported_dtypes(self) -> list:
-            return [torch.float16, torch.bfloat16, torch.float32]
-
-        @classmethod
-        def get_device_capability(cls, device_id: int = 0) -> DeviceCapability:
-            return DeviceCapability(major=8, minor=0)
-
-        @classmethod
-        def get_device_name(cls, device_id: int = 0) -> str:
-            return "sim"
-
-        @classmethod
-        def is_async_output_supported(cls, enforce_eager: bool | None) -> bool:
-            return False
-
-    current = vllm.platforms._current_platform
-    if current is None or current.device_type == "":
-        vllm.platforms._current_platform = SimPlatform()
+    Up to 0.9, `EngineArgs.device="cuda"` (engine_kwargs) resolves the config without any
+    platform, so both backends keep vLLM's own detection. From 0.10 there is no `device`: the
+    sim installs its platform (engine.adapters.v0.sim_platform); gpu keeps vLLM's detection,
+    and only where that found no device (no gpu engine can be built here: a dry run) are the
+    engine arguments resolved on the sim's platform, which the dry run says. A process that
+    ran a sim engine can no longer give a gpu engine vLLM's detection."""
+    if _HAS_DEVICE or backend is None:
+        return
+    if backend == "sim":
+        sim_platform.install()
+        return
+    if sim_platform.installed() and sim_platform.detected() is None:
+        raise EngineError("this process runs vLLM on the sim platform; a gpu engine needs a "
+                          "process of its own")
+    sim_platform.stand_in_for_config()
 
 
-if not _HAS_DEVICE:
-    _sim_platform()
+check_backend(process_backend())  # before the imports below resolve vLLM's platform
 from vllm.core.scheduler import SchedulerPrefillOutputs  # noqa: E402,F401
 from vllm.executor.executor_base import ExecutorBase  # noqa: E402,F401
 from vllm.model_executor.layers.sampler import SamplerOutput  # noqa: E402,F401
@@ -77,10 +66,42 @@ FANS_OUT = True
 
 
 def engine_kwargs() -> dict[str, Any]:
+    """EngineArgs this family adds for both backends: async output processing off (as in
+    v054_063: the records of a gpu step and a sim step mean the same thing), and up to 0.9
+    `device="cuda"`."""
     kwargs: dict[str, Any] = {"disable_async_output_proc": True}
     if _HAS_DEVICE:
         kwargs["device"] = "cuda"
     return kwargs
+
+
+def gpu_executor_class(config: Any) -> type:
+    """The executor vLLM itself picks for `config`: `LLMEngine._get_executor_cls`, which for
+    one device (`distributed_executor_backend="uni"`) is `UniProcExecutor`."""
+    from vllm.engine.llm_engine import LLMEngine
+
+    return LLMEngine._get_executor_cls(config)
+
+
+def platform_class() -> str | None:
+    """The platform class vLLM's own detection chose (dotted path): the sim's for a sim
+    engine on 0.10, and never a stand-in for gpu (engine.adapters.v0.sim_platform)."""
+    import vllm.platforms
+
+    if sim_platform.detected() is not None:
+        return sim_platform.detected()
+    cls = type(vllm.platforms.current_platform)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def platform_notes() -> list[str]:
+    """What a dry run must say about the platform the engine arguments were resolved on."""
+    if sim_platform.detected() is None:
+        return []
+    return ["vLLM's own CUDA platform cannot load without libcuda, so the engine arguments "
+            "were resolved on a stand-in that only names the CUDA device "
+            "(engine.adapters.v0.sim_platform); on a CUDA host vLLM detects "
+            "vllm.platforms.cuda.CudaPlatform"]
 
 
 def construct(engine_class: Any, config: Any, **kwargs: Any) -> Any:

@@ -34,7 +34,7 @@ from engine.errors import ConfigError
 from engine.options import check_block_memory
 from engine.output_lengths import LengthSampler, OutputLengths
 
-_F = family()
+_F = family("sim")
 CompletionSequenceGroupOutput = _F.CompletionSequenceGroupOutput
 SamplerOutput = _F.SamplerOutput
 SequenceOutput = _F.SequenceOutput
