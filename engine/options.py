@@ -12,6 +12,10 @@ value) and the allowed range; NaN and infinity are never accepted.
 
 Cross-field rules (CPU blocks vs swap space, n vs max_num_seqs, the machine's memory) are in
 RunSpec.validated(); this module only knows one value at a time, plus `check_block_memory`.
+
+Imports run one way: spec.py, costmodel.py and output_lengths.py declare their fields with
+`Setting` from here, and this module knows none of them; every function takes the Struct class
+whose fields it reads (`load_config(RunSpec, path)`).
 """
 
 from __future__ import annotations
@@ -122,15 +126,10 @@ def options(cls: type) -> dict[str, Option]:
 _CACHE: dict[type, dict[str, Option]] = {}
 
 
-def _run_spec() -> type:
-    from engine.spec import RunSpec  # spec.py imports Setting from here
-
-    return RunSpec
-
-
-def lookup(key: str, cls: type | None = None) -> Option:
-    """A field by its name or its flag's spelling: `max_tokens`, `max-tokens`, `swap-space`."""
-    table = options(cls or _run_spec())
+def lookup(cls: type, key: str) -> Option:
+    """A field of `cls` by its name or its flag's spelling: `max_tokens`, `max-tokens`,
+    `swap-space`."""
+    table = options(cls)
     name = key.strip().lstrip("-").replace("-", "_")
     if name in table:
         return table[name]
@@ -216,12 +215,12 @@ def _parse(option: Option, text: str, where: str) -> Any:
             from None
 
 
-def parse_setting(name: str, text: str, where: str | None = None) -> Any:
-    """One RunSpec setting from text (a sweep grid value): typed, bounded, one-line errors."""
+def parse_setting(cls: type, name: str, text: str, where: str | None = None) -> Any:
+    """One setting of `cls` from text (a sweep grid value): typed, bounded, one-line errors."""
     try:
-        option = lookup(name)
+        option = lookup(cls, name)
     except KeyError:
-        raise ConfigError(f"{where or name}: not a RunSpec field") from None
+        raise ConfigError(f"{where or name}: not a {cls.__name__} field") from None
     return parse_text(option, text, where or option.flag)
 
 
@@ -232,7 +231,7 @@ def parse_items(cls: type, text: str, flag: str, unit: str) -> Any:
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, raw = item.partition("=")
         try:
-            option = lookup(key, cls) if sep else None
+            option = lookup(cls, key) if sep else None
         except KeyError:
             option = None
         if option is None:
@@ -259,7 +258,7 @@ def fields_from_mapping(cls: type, data: Any, where: str) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for key, value in data.items():
         try:
-            option = lookup(str(key), cls)
+            option = lookup(cls, str(key))
         except KeyError:
             raise ConfigError(f"{where}: unknown setting {_show(str(key))}; valid ones are "
                               f"{', '.join(table)}") from None
@@ -292,8 +291,9 @@ def _typed(option: Option, value: Any, where: str) -> Any:
 
 
 # ---------------------------------------------------------------------- files and flags
-def load_config(path: str, cls: type | None = None) -> dict[str, Any]:
-    """A `--config` TOML file as checked field values (keys as field or flag names)."""
+def load_config(cls: type, path: str) -> dict[str, Any]:
+    """A `--config` TOML file as checked values of `cls`'s fields (keys as field or flag
+    names)."""
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
@@ -302,7 +302,7 @@ def load_config(path: str, cls: type | None = None) -> dict[str, Any]:
         decoded = msgspec.toml.decode(data)
     except msgspec.DecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    return fields_from_mapping(cls or _run_spec(), decoded, path)
+    return fields_from_mapping(cls, decoded, path)
 
 
 def _flag_type(option: Option) -> Callable[[str], Any]:
@@ -327,10 +327,10 @@ def bounded(kind: type, lo: float | None = None, hi: float | None = None,
     return _flag_type(Option("value", kind, False, None, Setting("", lo=lo, hi=hi, flag=flag)))
 
 
-def add_flags(group: Any, cls: type | None = None) -> None:
-    """One argparse flag per declared field, dest = the field name, default None (not given),
-    so a preset and a config file can supply values the flags then override."""
-    for option in options(cls or _run_spec()).values():
+def add_flags(cls: type, group: Any) -> None:
+    """One argparse flag per declared field of `cls`, dest = the field name, default None (not
+    given), so a preset and a config file can supply values the flags then override."""
+    for option in options(cls).values():
         s = option.setting
         default = option.default
         shown = "" if default is None or s.parse is not None else f" (default: {default})"
@@ -351,10 +351,10 @@ def add_flags(group: Any, cls: type | None = None) -> None:
         group.add_argument(option.flag, **kwargs)
 
 
-def values_from_args(args: argparse.Namespace, cls: type | None = None) -> dict[str, Any]:
+def values_from_args(cls: type, args: argparse.Namespace) -> dict[str, Any]:
     """The flags the user gave, as field values (already checked by the flags' types)."""
     values: dict[str, Any] = {}
-    for option in options(cls or _run_spec()).values():
+    for option in options(cls).values():
         value = getattr(args, option.name, None)
         if value is not None:
             values[option.name] = ([item for part in value for item in part]
@@ -389,7 +389,7 @@ def check_block_memory(gpu_blocks: int, cpu_blocks: int, available: int | None =
             f"this machine has {available / 2**30:.1f} GiB available: use fewer blocks")
 
 
-def iter_flags(cls: type | None = None) -> Iterator[tuple[str, str]]:
+def iter_flags(cls: type) -> Iterator[tuple[str, str]]:
     """(field, flag) pairs, for docs and tests."""
-    for option in options(cls or _run_spec()).values():
+    for option in options(cls).values():
         yield option.name, option.flag

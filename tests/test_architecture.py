@@ -50,6 +50,144 @@ def test_only_the_adapters_know_vllms_private_names():
     assert VLLM_PRIVATE.search((ROOT / "engine" / "adapters" / "v0" / "hooks.py").read_text())
 
 
+# ---------------------------------------------------------------------- import circles
+def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports, at any depth in the file (a deferred import
+    inside a function counts): /work/shared/tools/import-cycles' static analysis. A module's
+    import of its own package's __init__ is not an edge (Python runs that first anyway)."""
+    files: dict[str, Path] = {}
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            module = ".".join(path.relative_to(root).with_suffix("").parts)
+            files[module.removesuffix(".__init__")] = path
+
+    def resolve(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {module: set() for module in files}
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([base] if base else []))
+                targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+            else:
+                continue
+            for target in targets:
+                found = resolve(target)
+                if found and found != module and not (
+                        files[found].name == "__init__.py" and module.startswith(found + ".")):
+                    graph[module].add(found)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_circle_finder_finds_a_circle_through_a_deferred_import(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import thing\n")
+    (pkg / "b.py").write_text("def thing():\n    from pkg import c\n")
+    (pkg / "c.py").write_text("from . import a\n")
+    (pkg / "d.py").write_text("import pkg.a\n")
+    assert circles(import_graph(tmp_path, ("pkg",))) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_engine_and_tui_have_no_import_circle():
+    graph = import_graph(ROOT, ("engine", "tui"))
+    assert "engine.spec" in graph and "tui.cli" in graph  # the walk saw both packages
+    assert circles(graph) == []
+
+
+# ---------------------------------------------------------------------- the command line
+def test_every_subcommand_is_registered_once():
+    """One module per subcommand, each a CLISubcommand listed once: engine/cli/registry.py
+    lists the headless ones, tui/cli/registry.py all of them, and no other module adds a
+    subparser."""
+    import importlib
+    import pkgutil
+
+    import engine.cli
+    import tui.cli
+    from engine.cli.base import CLISubcommand
+    from engine.cli.registry import HEADLESS
+    from tui.cli.registry import SUBCOMMANDS, build_parser
+
+    defined: dict[type, str] = {}
+    for package in (engine.cli, tui.cli):
+        for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+            if info.name.endswith("__main__"):
+                continue
+            module = importlib.import_module(info.name)
+            mine = [c for c in vars(module).values() if isinstance(c, type)
+                    and issubclass(c, CLISubcommand) and c.__module__ == module.__name__
+                    and "name" in vars(c)]
+            assert len(mine) <= 1, f"{info.name} defines {len(mine)} subcommands"
+            defined.update({c: info.name for c in mine})
+    assert len(defined) >= 14
+    registered = [type(s) for s in SUBCOMMANDS]
+    assert sorted(registered, key=str) == sorted(defined, key=str)  # each one, once
+    names = [s.name for s in SUBCOMMANDS]
+    assert len(set(names)) == len(names), names
+    assert [type(s) for s in HEADLESS] == [c for c in registered
+                                          if defined[c].startswith("engine.")]
+    _, sub = build_parser(SUBCOMMANDS)
+    assert list(sub.choices) == names
+    adds_parsers = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "engine").rglob("*.py")
+                          if re.search(r"\.add_(sub)?parsers?\(", p.read_text()))
+    adds_parsers += sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tui").rglob("*.py")
+                           if re.search(r"\.add_(sub)?parsers?\(", p.read_text()))
+    assert adds_parsers == ["engine/cli/base.py", "engine/cli/registry.py"]
+
+
 # -- colours come from the theme ------------------------------------------------------------
 
 HEX_COLOR = re.compile(r"(?<![\w&])#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})\b")

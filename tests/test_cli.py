@@ -269,3 +269,14 @@ def test_the_tui_without_stdin_is_one_line():
                             preexec_fn=lambda: __import__("os").close(0))
     _one_line_exit_2(result, "stdin is closed: the TUI needs a terminal (for headless use: "
                              "observatory run, summary, ...)")
+
+
+def test_a_bare_observatory_is_live_and_flags_alone_go_to_live():
+    from tui.cli.registry import parse
+
+    assert parse([]).subcommand.name == "live"
+    args = parse(["--preset", "demo", "--window", "50"])
+    assert (args.subcommand.name, args.preset, args.window) == ("live", "demo", 50)
+    assert parse(["run", "--preset", "demo"]).subcommand.name == "run"
+    assert parse(["replay", "x.jsonl"]).subcommand.fast_exit  # owns no file: skips teardown
+    assert not parse(["sweep-report", "d"]).subcommand.fast_exit

@@ -15,7 +15,7 @@ from engine.analysis.logs.windows import sim_windows
 from engine.costmodel import CostModel
 from engine.options import load_config
 from engine.output_lengths import LengthSampler, OutputLengths
-from engine.spec import preset_spec
+from engine.spec import RunSpec, preset_spec
 
 import msgspec
 
@@ -117,7 +117,7 @@ def test_fit_writes_a_config_that_run_takes(tmp_path) -> None:
     done = _fit("--max-tokens", "64", "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert "score" in done.stdout and "before:" in done.stdout
-    fields = load_config(str(out))  # the same checks `run --config` applies
+    fields = load_config(RunSpec, str(out))  # the same checks `run --config` applies
     assert fields["max_tokens"] == 64 and fields["enable_chunked_prefill"] is True
     assert set(fields["cost"].__struct_fields__) == set(CostModel.__struct_fields__)
     assert isinstance(fields["lengths"], OutputLengths)

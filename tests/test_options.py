@@ -47,7 +47,7 @@ def test_every_runspec_field_is_a_flag_of_run_and_a_config_key(tmp_path):
     parser, sub = build_parser()
     run = sub.choices["run"]
     by_dest = {a.dest: a for a in run._actions}
-    for name, flag in options.iter_flags():
+    for name, flag in options.iter_flags(RunSpec):
         assert name in by_dest, f"{name} has no flag"
         assert flag in by_dest[name].option_strings
     # the whole spec, as a config file of its field names, is the spec again
@@ -57,7 +57,7 @@ def test_every_runspec_field_is_a_flag_of_run_and_a_config_key(tmp_path):
     from engine.sweep import toml_out
 
     path.write_text(toml_out.dumps(spec.to_dict()))
-    fields = options.load_config(str(path))
+    fields = options.load_config(RunSpec, str(path))
     assert set(fields) == {k for k, v in spec.to_dict().items() if v is not None}
     assert msgspec.convert(fields, RunSpec) == spec
 
@@ -67,12 +67,12 @@ def test_flags_config_files_and_grid_values_share_one_parser(tmp_path):
                "arrival_rate": "2.5", "eos_prob": "0.1", "policy": "watermark:0.3",
                "enable_chunked_prefill": "false", "block_size": "32", "prompt_len": "none"}
     for name, text in samples.items():
-        value = options.parse_setting(name, text)
+        value = options.parse_setting(RunSpec, name, text)
         assert convert_value(name, text) == value
     config = tmp_path / "c.toml"
     config.write_text('swap-space = 1.5\nseed = 7\n')  # flag spellings work as keys too
-    assert options.load_config(str(config)) == {"swap_space_gib": 1.5, "seed": 7}
-    assert options.parse_setting("swap-space", "2") == 2.0
+    assert options.load_config(RunSpec, str(config)) == {"swap_space_gib": 1.5, "seed": 7}
+    assert options.parse_setting(RunSpec, "swap-space", "2") == 2.0
 
 
 def test_header_specs_are_checked_and_the_error_names_where():

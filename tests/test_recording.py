@@ -898,7 +898,7 @@ def test_follow_refuses_a_corrupt_line_unless_lenient(tmp_path: Path) -> None:
 
 
 def test_loading_never_imports_vllm() -> None:
-    script = ("import sys; from engine.analysis.commands import register; "
+    script = ("import sys; import engine.cli; "
               "import engine.stream.reader, engine.analysis.compare, engine.analysis.export, engine.stream.recorder; "
               "print('vllm' in sys.modules, 'torch' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

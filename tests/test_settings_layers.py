@@ -12,10 +12,10 @@ import msgspec
 import pytest
 
 from engine.cli import build_parser, spec_from_args
+from engine.cli.sweep import new_sweep_spec
 from engine.errors import ConfigError
 from engine.options import iter_flags
 from engine.spec import RunSpec
-from engine.sweep.commands import new_sweep_spec
 from engine.sweep.grid import NOT_GRIDDABLE, expand
 
 # field -> (text for a flag and a grid value, the same value as TOML), all unlike the demo
@@ -48,7 +48,7 @@ SAMPLES: dict[str, tuple[str, str]] = {
     "cost": ("base_s=0.002", "{ base_s = 0.002 }"),
     "lengths": ("early_share=0.5", "{ early_share = 0.5 }"),
 }
-FLAGS = dict(iter_flags())
+FLAGS = dict(iter_flags(RunSpec))
 BASE = ["--preset", "demo"]
 
 

@@ -284,7 +284,7 @@ def test_a_torn_last_line_is_skipped_and_the_next_row_starts_clean(tmp_path):
 async def test_browser_sorts_and_replays_a_kept_cell(serial_sweep):
     from textual.widgets import DataTable
 
-    from tui.sweeps.sweep_command import browse_app
+    from tui.cli.sweep_browse import browse_app
     from tui.sweeps.sweep_screen import CellReplayScreen, SweepScreen
 
     out, _ = serial_sweep

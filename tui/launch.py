@@ -1,4 +1,4 @@
-"""Entry points the CLI (tui/cli.py) calls: `live` and `replay`. Each returns an exit code.
+"""Entry points the CLI (tui/cli/) calls: `live` and `replay`. Each returns an exit code.
 
 Bad input (a broken recording, a bad flag value) is a one-line message on stderr and exit
 code 2, never a traceback. `live_app` / `replay_app` build the App without running it, for

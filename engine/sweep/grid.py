@@ -54,7 +54,7 @@ def field_name(key: str) -> str:
     """A grid key as a RunSpec field name: `max-tokens`, `max_tokens` and `swap-space` (the
     flag's spelling) all work."""
     try:
-        name = lookup(key).name
+        name = lookup(RunSpec, key).name
     except KeyError:
         name = None
     if name in NOT_GRIDDABLE:
@@ -68,7 +68,7 @@ def field_name(key: str) -> str:
 def convert_value(field: str, text: str) -> Any:
     """One grid value, typed and bounded as RunSpec declares `field` ("4" -> 4, "none" ->
     None): engine.options.parse_setting, the same parser as the flags and config files."""
-    return parse_setting(field, text, f"--grid {field}={text.strip()}")
+    return parse_setting(RunSpec, field, text, f"--grid {field}={text.strip()}")
 
 
 def parse_axis(text: str) -> Axis:
@@ -104,7 +104,8 @@ def build_axes(grid: list[str], seeds: int | None, base: RunSpec) -> list[Axis]:
     if seeds is not None:
         if not 1 <= seeds <= MAX_SEEDS:
             raise ConfigError(f"--seeds must be from 1 to {MAX_SEEDS:,}, got {seeds}")
-        check_value(lookup("seed"), base.seed + seeds - 1, f"--seeds {seeds}: the last seed")
+        check_value(lookup(RunSpec, "seed"), base.seed + seeds - 1,
+                    f"--seeds {seeds}: the last seed")
         if "seed" in names:
             raise ConfigError("give --seeds N or --grid seed=..., not both")
         texts = tuple(str(base.seed + i) for i in range(seeds))

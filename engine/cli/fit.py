@@ -1,0 +1,145 @@
+"""`observatory fit LOG [workload flags] -o FITTED.toml`: calibrate the sim to a real V0 log.
+
+The RunSpec starts from the preset / --config / flags (what a log cannot say: n, max_tokens,
+prompts), takes the engine's block counts and chunked prefill from the log unless a flag gives
+them, and the fit (engine.analysis.logs.fit) sets the cost model, the output-length model and
+the warm-up. It prints the per-metric error before and after, the acceptance figures of the
+fitted run, and writes a TOML that `run`, `live` and `sweep` take with --config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import msgspec
+
+from engine.cli.base import CLISubcommand
+from engine.cli.reading import read_input
+from engine.cli.run_flags import add_run_flags, spec_from_args
+from engine.errors import ConfigError, EngineError, RecordingError
+from engine.exit_status import ExitStatus
+
+
+class Fit(CLISubcommand):
+    name = "fit"
+    help = "fit the sim's cost and output-length model to a real vLLM V0 log"
+    description = ("Run many short sims of the log's workload and fit the cost-model "
+                   "coefficients, the output-length model and the warm-up so that the sim's "
+                   "5-s stats windows match the log's; write the fitted config as TOML.")
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("log", metavar="LOG", help="a vLLM V0 log (or - for stdin)")
+        parser.add_argument("-o", "--output", metavar="FITTED.toml", required=True,
+                            help="where to write the fitted config")
+        parser.add_argument("--rounds", type=int, default=2,
+                            help="search effort: about 5 x ROUNDS sims per output-length "
+                                 "parameter (default 2: about 30 sims; 0: fit only the clock)")
+        parser.add_argument("--workers", type=int, default=2,
+                            help="sims run in parallel (processes; default 2)")
+        add_run_flags(parser)
+
+    def cmd(self, args: argparse.Namespace) -> int:
+        import signal
+
+        from engine.analysis.logs.fit import (LENGTH_STARTS, STOP_MARGIN, Target, apply_params,
+                                              fit, get_params)
+        from engine.analysis.logs.importer import import_log
+        from engine.analysis.logs.simrun import Runner
+
+        if args.rounds < 0 or args.workers < 1:
+            raise ConfigError("--rounds must be >= 0 and --workers >= 1")
+        from engine.adapters.versions import require_supported
+
+        require_supported()  # every sim needs vLLM: say so at once, not after 30 failed sims
+        log = import_log(read_input(args.log), args.log)
+        target = Target.from_log(log)
+        if target.abort_clock_s is None and not target.windows:
+            raise RecordingError(f"{args.log}: nothing to fit")
+        base = _base_spec(args, log)
+        last = max([w.t_s or 0.0 for w in target.windows] + [target.abort_clock_s or 0.0])
+        until_s = last + 10.0
+        start = get_params(base, target.warmup_guess_s)
+        sys.stderr.write(f"fitting {len(target.windows)} windows"
+                         + (f" and the abort at {target.abort_clock_s:.1f} s (stats clock)"
+                            if target.abort_clock_s else "")
+                         + f"; sims run to {until_s * STOP_MARGIN:.0f} s, {args.workers} at a "
+                           f"time\n")
+        runner = Runner(args.workers)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the workers
+        starts = LENGTH_STARTS if base.lengths.early_share == 0.0 else ()
+        try:
+            before, best, sims = fit(target, base, start, runner, until_s, args.rounds,
+                                     progress=lambda text: sys.stderr.write(text + "\n"),
+                                     starts=starts)
+        finally:
+            runner.close()
+        if before.result.error and best.result.error:
+            raise EngineError(f"the sim of this workload did not start ({best.result.error}): "
+                              f"fix the run flags and fit again")
+        fitted = apply_params(base, best.values)
+        sys.stdout.write(f"{sims} sims. Error per metric (mean absolute, in the metric's units; "
+                         f"abort_s on the stats clock):\n{error_table(before, best)}\n")
+        sys.stdout.write(f"before: {acceptance(before.result)}\n"
+                         f"after:  {acceptance(best.result)}\n")
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(fitted_toml(fitted, best, before, args.log))
+        sys.stderr.write(f"wrote {args.output}\n")
+        return ExitStatus.OK
+
+
+def _base_spec(args: argparse.Namespace, log: Any):
+    spec = spec_from_args(args)
+    said = log.header.spec
+    engine_config = log.header.engine_config
+    updates: dict[str, Any] = {"backend": "sim", "policy": "off", "toggles": [],
+                               "max_steps": None}
+    if "gpu_blocks" in engine_config and args.num_gpu_blocks is None:
+        updates["num_gpu_blocks"] = said["num_gpu_blocks"]
+    if ("cpu_blocks" in engine_config and args.num_cpu_blocks is None
+            and args.swap_space_gib is None):
+        updates["num_cpu_blocks"] = said["num_cpu_blocks"]
+    if engine_config.get("chunked_prefill") and args.enable_chunked_prefill is None:
+        updates["enable_chunked_prefill"] = True
+    return msgspec.structs.replace(spec, **updates).validated()
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.2f}"
+
+
+def error_table(before: Any, after: Any) -> str:
+    rows = [("metric", "before", "after")]
+    for name in dict.fromkeys([*before.errors, *after.errors]):
+        rows.append((name, _fmt(before.errors[name]), _fmt(after.errors.get(name))))
+    rows.append(("score", f"{before.score:.3f}", f"{after.score:.3f}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return "\n".join(f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}"
+                     for r in rows)
+
+
+def acceptance(result: Any) -> str:
+    abort = f"{result.abort_s:.1f} s" if result.aborted else f"none in {result.sim_s:.1f} s"
+    return (f"abort: {abort}; peak swapped {result.peak_swapped} (largest fall "
+            f"{result.max_swapped_drop}); running after 10 s: median {result.running_p50:g}, "
+            f"max {result.running_max}; finished requests {result.finished}")
+
+
+def fitted_toml(spec: Any, best: Any, before: Any, log_name: str) -> str:
+    from engine.sweep.toml_out import dumps
+
+    keep = ("preset", "num_gpu_blocks", "num_cpu_blocks", "swap_space_gib", "block_size",
+            "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "requests", "n",
+            "max_tokens", "prompt_len", "chars_per_token", "arrival_rate", "seed", "cost",
+            "lengths")
+    data = {k: v for k, v in spec.to_dict().items() if k in keep}
+    header = [f"# fitted by `observatory fit` to {log_name}",
+              f"# score {before.score:.3f} -> {best.score:.3f}; warm-up (stats clock at the "
+              f"first step) {best.values['warmup_s']:.2f} s",
+              "# per-metric mean absolute error, before -> after:"]
+    header += [f"#   {k}: {_fmt(v)} -> {_fmt(best.errors.get(k))}"
+               for k, v in before.errors.items()]
+    return "\n".join(header) + "\n" + dumps(data)

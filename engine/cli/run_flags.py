@@ -1,0 +1,55 @@
+"""The run flags: one per RunSpec field, generated from the field's declaration
+(engine/options.py, engine/spec.py), plus --config and the recording flags; and the RunSpec a
+command line asks for. Shared by `run`, `serve`, `sweep`, `fit` and the TUI's `live`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from engine import options
+from engine.errors import ConfigError
+from engine.spec import RunSpec, resolve_spec
+
+
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per RunSpec field, --config and the recording flags. Defaults are None ("not
+    given") so presets and config files can supply their own."""
+    g = parser.add_argument_group("workload and engine (RunSpec fields; engine/spec.py)")
+    g.add_argument("--config", metavar="FILE", help="TOML file of RunSpec fields; flags win")
+    options.add_flags(RunSpec, g)
+    r = parser.add_argument_group("recording")
+    r.add_argument("--record", metavar="PATH",
+                   help="record to PATH ('-' = stdout); default recordings/<time>-<preset>-"
+                        "<policy>.jsonl.zst")
+    r.add_argument("--no-record", action="store_true", help="do not record")
+
+
+def default_preset() -> str:
+    """seed-5578, or on vLLM's V1 engine (which has no swap space) v1-thrash."""
+    from engine.adapters.versions import installed_version, release_for
+
+    release = release_for(installed_version())
+    return "v1-thrash" if release is not None and release.engine == "v1" else "seed-5578"
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    """Preset, then config file, then flags. Raises ConfigError (one line) on bad input."""
+    given = options.values_from_args(RunSpec, args)
+    if "num_cpu_blocks" in given and "swap_space_gib" in given:
+        raise ConfigError("give --num-cpu-blocks or --swap-space, not both")
+    layers = [(args.config, options.load_config(RunSpec, args.config))] if args.config else []
+    # the default preset depends on the engine kind (a layer's `preset` overrides it)
+    return resolve_spec([("default", {"preset": default_preset()}), *layers,
+                         ("flags", given)]).validated()
+
+
+def record_target(args: argparse.Namespace, spec: RunSpec) -> str | None:
+    """Where --record/--no-record say to record: a path, '-' (stdout), or None."""
+    if args.no_record:
+        return None
+    if args.record:
+        return args.record
+    from engine.stream.recorder import default_recording_path
+
+    return str(default_recording_path(spec))

@@ -1,0 +1,33 @@
+"""`observatory versions`: the vLLM releases the observatory supports, the one installed here,
+and the command that installs each. Reads package metadata only, so it works (and says what to
+do) when vLLM is missing or unsupported."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engine.adapters.versions import SUPPORTED, installed_version, release_for
+from engine.cli.base import CLISubcommand
+from engine.exit_status import ExitStatus
+
+
+class Versions(CLISubcommand):
+    name = "versions"
+    help = "supported vLLM releases and how to install each"
+
+    def cmd(self, args: argparse.Namespace) -> int:
+        version = installed_version()
+        installed = release_for(version)
+        out = sys.stdout
+        if version is None:
+            out.write("installed: no vLLM\n")
+        elif installed is None:
+            out.write(f"installed: vLLM {version} (not supported)\n")
+        else:
+            out.write(f"installed: vLLM {version} (adapter family {installed.family})\n")
+        out.write("supported:\n")
+        for release in SUPPORTED:
+            mark = "*" if release is installed else " "
+            out.write(f" {mark} {release.version:<12} {release.install}\n")
+        return ExitStatus.OK

@@ -1,0 +1,64 @@
+"""`observatory live` (also a bare `observatory`): the live monitor, on an engine it starts or
+on an `observatory serve` it attaches to (--connect)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from engine.cli.run_flags import add_run_flags, spec_from_args
+from engine.errors import ConfigError
+from engine.options import bounded
+from tui.cli.base import TUISubcommand, add_reference_flags, need_terminal
+
+DEFAULT_WINDOW = 2000
+MAX_WINDOW = 1_000_000  # steps of plot history kept in memory per series
+
+
+class Live(TUISubcommand):
+    name = "live"
+    help = "open the live monitor (the default command)"
+    fast_exit = True
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_run_flags(parser)
+        parser.add_argument("--window", type=bounded(int, 10, MAX_WINDOW, "--window"),
+                            default=DEFAULT_WINDOW,
+                            help=f"steps shown in the live plots (default {DEFAULT_WINDOW})")
+        add_reference_flags(parser)
+        attach = parser.add_argument_group("attach to a running `observatory serve`")
+        attach.add_argument("--connect", metavar="HOST:PORT",
+                            help="watch and steer a server's run instead of starting an engine")
+        attach.add_argument("--token-file", metavar="FILE",
+                            help="file holding the server's token (default: "
+                                 "$OBSERVATORY_TOKEN)")
+
+    def cmd(self, args: argparse.Namespace) -> int:
+        from tui.launch import live
+
+        need_terminal()
+        overlay = {"reference": args.reference, "reference_offset": args.reference_offset}
+        if args.connect:
+            return live(None, window=args.window, connect=(args.connect, read_token(args)),
+                        **overlay)
+        spec = spec_from_args(args)
+        record = None if args.no_record else (args.record or "auto")
+        return live(spec, record, window=args.window, **overlay)  # refuses --record - itself
+
+
+def read_token(args: argparse.Namespace) -> str:
+    """The shared secret for --connect: --token-file, else $OBSERVATORY_TOKEN."""
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read --token-file {args.token_file}: "
+                              f"{exc.strerror or exc}") from None
+    else:
+        token = os.environ.get("OBSERVATORY_TOKEN", "").strip()
+    if not token:
+        raise ConfigError("--connect needs the server's token: --token-file FILE (serve "
+                          "prints the token, or writes it with its own --token-file) or "
+                          "$OBSERVATORY_TOKEN")
+    return token
