@@ -66,6 +66,10 @@ def spawn_local(spec: RunSpec, record: str | None, *, client: str = "tui",
     argv += list(child_args)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH")) if p)
+    if spec.backend == "sim":  # a V1 sim engine needs it before the interpreter starts
+        from engine.adapters.v1.platform import HASH_SEED
+
+        env["PYTHONHASHSEED"] = HASH_SEED
     try:
         process = subprocess.Popen(argv, pass_fds=(child_end.fileno(),), env=env,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

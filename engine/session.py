@@ -19,6 +19,10 @@ Two kinds of failure end a run, and the stream says which:
   two can be told apart even though both come out of `step()`.
 The engine is not reusable after either; start a new Session with the same spec.
 
+What differs between vLLM's V0 engine and its V1 engine (building it, the hooks, reading a step)
+is behind one driver (engine.adapters.driver), picked by the installed release; the session is
+the same for both.
+
 Two clocks, one per backend (engine.timeaxis names them in the header): on the sim, arrivals
 (`--arrival-rate`, bursts) follow the cost model's simulated clock, which jumps over idle time; on
 a GPU they follow the wall clock, and an idle engine waits for the next arrival in real time.
@@ -45,10 +49,8 @@ from typing import Callable
 import msgspec
 
 from engine import __version__, logs
-from engine.adapters import device_info, exec_timing
-from engine.adapters.v0 import hooks as vllm_hooks
-from engine.adapters.v0.build import BuiltEngine, build_engine
-from engine.adapters.v0.step_record import build_step_record
+from engine.adapters import device_info
+from engine.adapters.driver import EngineDriver, HookError, installed_engine_kind, open_driver
 from engine.policy import Policy, parse_policy, require_engine_kind
 from engine.run_state import RunState, state_for_end
 from engine.spec import RunSpec
@@ -120,8 +122,7 @@ class Session:
         self._paused = False
         self._accepting = threading.Lock()  # guards _over against a command racing the end
         self._over = False
-        self._built: BuiltEngine | None = None
-        self._hook: vllm_hooks.SchedulerHook | None = None
+        self._driver: EngineDriver | None = None
         self._thread: threading.Thread | None = None
         self._policy = parse_policy(spec.policy)
         self._on_progress = on_progress or (lambda stage, detail: None)
@@ -130,7 +131,6 @@ class Session:
         self._sink_fault: _ObserverFault | None = None
         self._broken_sink: Sink | None = None
         self._step, self._sim_s = 0, 0.0
-        self._exec_timer: exec_timing.ExecTimer | None = None
         # The clock arrivals follow: the cost model's on the sim, the wall clock on a GPU
         # (`wall_paced` overrides the backend's choice: tests and benches of the pacing itself).
         self._wall_paced = spec.backend == "gpu" if wall_paced is None else wall_paced
@@ -142,43 +142,45 @@ class Session:
 
     @property
     def engine(self):
-        """The real `vllm.LLMEngine` (after prepare); for tests and power users."""
-        return self._built.engine if self._built else None
+        """The real vLLM engine (after prepare): V0's `LLMEngine`, or V1's `LLMEngine` with its
+        in-process EngineCore; for tests and power users."""
+        return self._driver.engine if self._driver else None
+
+    @property
+    def driver(self) -> EngineDriver | None:
+        return self._driver
 
     def subscribe(self, sink: Sink) -> None:
         self._sinks.append(sink)
 
     def prepare(self) -> None:
         """Build the engine on the calling thread. Raises ConfigError for bad settings."""
-        if self._built is not None:
+        if self._driver is not None:
             return
         spec = self.spec.validated()
+        kind = installed_engine_kind()  # refused before the engine is built, in one line
+        for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
+            require_engine_kind(policy, kind)
         self._on_progress("building the engine", "")
-        built = build_engine(spec)
-        gpu_total, cpu_total = vllm_hooks.block_counts(built.scheduler)[1::2]
-        self._on_progress("building the engine",
-                          f"{gpu_total:,} GPU blocks, {cpu_total:,} CPU blocks of "
-                          f"{spec.block_size} tokens")
-        self._workload = Workload(spec, built.max_model_len, built.count_tokens)
-        self._hook = vllm_hooks.attach(built.scheduler, self._policy)
-        self._exec_timer = exec_timing.attach(built.engine, spec.backend)
-        self._built = built
+        driver = open_driver(spec, self._policy)
+        self._on_progress("building the engine", driver.blocks_line())
+        self._workload = Workload(spec, driver.max_model_len, driver.count_tokens)
+        self._driver = driver
         self.header = Header(
             schema=SCHEMA_VERSION,
             observatory_version=__version__,
-            vllm_version=built.vllm_version,
+            vllm_version=driver.vllm_version,
             backend=spec.backend,
-            model=built.model,
+            model=driver.model,
             spec=spec.to_dict(),
-            engine_config=built.engine_config,
+            engine_config=driver.engine_config,
             started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             host=socket.gethostname(),
             time_axis="gpu" if spec.backend == "gpu" else "sim",
             device=device_info.describe(spec.backend),
+            engine=driver.kind,
             time_resolution_s=MEASURED_RESOLUTION_S,
         )
-        for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
-            require_engine_kind(policy, self.header.engine)
 
     def start(self) -> None:
         """Run on a daemon thread (building the engine first, on this thread, if needed)."""
@@ -274,13 +276,10 @@ class Session:
     def _loop(self, pending, upcoming: Request | None) -> str:
         """Step until the run ends; return RunFinished's reason. Failures raise _EngineFault
         (vLLM's code) or _ObserverFault (ours); `self._step` says where."""
-        assert self._built is not None and self._hook is not None
-        engine = self._built.engine
-        scheduler = self._built.scheduler
-        fans_out = self._built.fans_out
+        driver = self._driver
+        assert driver is not None
         spec = self.spec
         cost = spec.cost
-        hook = self._hook
         toggles: dict[int, list[str]] = {}
         for at, policy in spec.toggles:
             toggles.setdefault(at, []).append(policy)
@@ -302,7 +301,7 @@ class Session:
                     due.append(upcoming)
                     upcoming = next(pending, None)
                 self._emit(self._add_requests(due, step, sim_s, "workload"))
-            if not engine.has_unfinished_requests():
+            if not driver.has_unfinished_requests():
                 if upcoming is None:
                     return "completed"
                 if self._wall_paced:  # idle on a GPU: wait for the next arrival in real time,
@@ -312,19 +311,16 @@ class Session:
                     sim_s = upcoming.arrival_s
                 continue
             try:
-                engine.step()
-            except vllm_hooks.HookError as exc:  # our hook, inside vLLM's step: our bug
+                driver.step()
+            except HookError as exc:  # our hook, inside vLLM's step: our bug
                 raise _ObserverFault(exc.where, exc.cause) from exc
             except Exception as exc:  # vLLM aborts by raising; the stream must say so and end
                 raise _EngineFault(exc) from exc
             try:
-                record = build_step_record(step, hook.current, scheduler, cost, sim_s,
-                                           time.perf_counter() - self._t0, fans_out,
-                                           hook.demand())
+                record = driver.step_record(step, cost, sim_s, time.perf_counter() - self._t0)
             except Exception as exc:
                 raise _ObserverFault("build_step_record", exc) from exc
-            record.exec_s = measured(self._exec_timer.take()) if self._exec_timer is not None \
-                else 0.0
+            record.exec_s = measured(record.exec_s)  # measured times, to the header's resolution
             record.wall_s = measured(record.wall_s)
             sim_s = record.sim_s
             self._emit_logs(step)
@@ -399,9 +395,10 @@ class Session:
     def _change_policy(self, step: int, policy: Policy, source: str) -> bool:
         if policy == self._policy:
             return False
+        assert self._driver is not None
+        require_engine_kind(policy, self._driver.kind)
         old, self._policy = self._policy, policy
-        assert self._hook is not None
-        self._hook.set_policy(policy, source)  # applied by the hook when step `step` schedules
+        self._driver.set_policy(policy, source)  # applied when step `step` schedules
         self._emit(PolicyChanged(step=step, old=str(old), new=str(policy), source=source))
         return True
 
@@ -470,40 +467,26 @@ class Session:
     def _add_requests(self, requests: list[Request], step: int, sim_s: float,
                       source: str) -> Arrivals:
         """Hand `requests` to vLLM; return the Arrivals record for the caller to emit."""
-        from vllm import SamplingParams
-
-        built = self._built
-        assert built is not None
-        params = SamplingParams(n=self.spec.n, max_tokens=self.spec.max_tokens,
-                                stop_token_ids=list(built.stop_token_ids))
-        waiting = built.scheduler.waiting
+        driver = self._driver
+        assert driver is not None
         prompt_tokens: list[int] = []
         for request in requests:
             stamp = self._stamp(request)
-            text = built.text_prompts and request.prompt_text is not None
-            inputs = ({"prompt": request.prompt_text} if text
-                      else {"prompt_token_ids": request.prompt_token_ids})
             try:
-                built.engine.add_request(request.request_id, inputs, params, arrival_time=stamp)
+                prompt_tokens.append(driver.add_request(request, stamp))
             except Exception as exc:  # vLLM refused the request: vLLM's failure, not ours
                 raise _EngineFault(exc) from exc
-            prompt_tokens.append(len(waiting[-1].prompt_token_ids) if text  # vLLM's tokenization
-                                 else len(request.prompt_token_ids))
         return Arrivals(step=step, sim_s=sim_s, source=source,
                         request_ids=[r.request_id for r in requests],
                         prompt_tokens=prompt_tokens,
                         arrival_s=[r.arrival_s for r in requests])
 
     def _abort_record(self, exc: BaseException) -> EngineAborted:
-        assert self._built is not None
-        step, sim_s = self._step, self._sim_s
-        scheduler = self._built.scheduler
-        running, swapped, waiting = vllm_hooks.abort_queue_sizes(scheduler)
-        gpu_used, gpu_total, cpu_used, cpu_total = vllm_hooks.block_counts(scheduler)
-        return EngineAborted(step=step, message=_first_line(exc), error=type(exc).__name__,
-                             sim_s=sim_s, wall_s=time.perf_counter() - self._t0, running=running,
-                             swapped=swapped, waiting=waiting, gpu_used=gpu_used,
-                             gpu_total=gpu_total, cpu_used=cpu_used, cpu_total=cpu_total)
+        assert self._driver is not None
+        return EngineAborted(step=self._step, message=_first_line(exc),
+                             error=type(exc).__name__, sim_s=self._sim_s,
+                             wall_s=time.perf_counter() - self._t0,
+                             **self._driver.abort_state())
 
 
 _APPLY = {SetPolicy: Session._apply_policy, AddBurst: Session._apply_burst,

@@ -67,7 +67,8 @@ class RunSpec(msgspec.Struct, kw_only=True):
     """
 
     backend: Annotated[str, Setting("engine backend", choices=("sim", "gpu"))] = "sim"
-    preset: Annotated[str, Setting("workload preset: seed-5578, seed-5578-fitted or demo",
+    preset: Annotated[str, Setting("workload preset: seed-5578, seed-5578-fitted, demo (V0); v1-thrash, "
+                                   "v1-concurrent-prefill (V1)",
                                    metavar="NAME")] = "seed-5578"
     # None: opt-125m (sim: packaged config; gpu: facebook/opt-125m)
     model: Annotated[str | None, Setting(
@@ -101,15 +102,33 @@ class RunSpec(msgspec.Struct, kw_only=True):
         "how vLLM preempts: swap or recompute (default: vLLM's own choice; the presets say "
         "swap)", choices=("swap", "recompute"))] = None
 
+    # vLLM V1 (0.11+) engine knobs; the V0 engine ignores them
+    enable_prefix_caching: Annotated[bool, Setting(
+        "V1: vLLM's prefix caching (V0 runs without it)", flag="--prefix-caching")] = False
+    scheduler_reserve_full_isl: Annotated[bool, Setting(
+        "V1: admit a request only when blocks for its whole context are free (vLLM PR #37307, "
+        "on by default in 0.33; off is #25538)", flag="--reserve-full-isl")] = True
+    long_prefill_token_threshold: Annotated[int, Setting(
+        "V1: at most this many tokens of one prefill per step, so several prefills run at "
+        "once (0: no limit)", lo=0, hi=10_000_000)] = 0
+
     # workload
     # 100x the seed's: at t=0 vLLM holds every request (and its n sequences) in memory
     requests: Annotated[int, Setting("requests in the workload", lo=1, hi=1_000_000)] = 10_000
     n: Annotated[int, Setting("samples per request", lo=1, hi=4096)] = 8
     max_tokens: Annotated[int, Setting(
         "tokens generated per sample at most", lo=1, hi=10_000_000)] = 1000
+    # each request's max_tokens drawn uniformly from [min_tokens, max_tokens]; None: max_tokens
+    min_tokens: Annotated[int | None, Setting(
+        "draw each request's output length from MIN to --max-tokens (default: all "
+        "--max-tokens)", lo=1, hi=10_000_000, flag="--min-tokens", metavar="MIN")] = None
     # None: the seed's text slices ("```python\n" + 1000 chars)
     prompt_len: Annotated[int | None, Setting(
         "tokens per prompt instead of the seed's text", lo=1, hi=10_000_000)] = None
+    # prompt lengths drawn uniformly from [prompt_len, prompt_len_max]; None: all prompt_len
+    prompt_len_max: Annotated[int | None, Setting(
+        "draw each prompt's length from --prompt-len to this (default: all --prompt-len)",
+        lo=1, hi=10_000_000)] = None
     # sim backend without a tokenizer: OPT BPE on Python source
     chars_per_token: Annotated[float, Setting(
         "sim: characters per token of the seed's text without a tokenizer", lo=0.1,
@@ -128,7 +147,8 @@ class RunSpec(msgspec.Struct, kw_only=True):
 
     # observation
     policy: Annotated[str, Setting(
-        "off | strict | watermark[:F] | reserve", metavar="POLICY", check=_policy)] = "off"
+        "off | strict | watermark[:F] | reserve (V0); off | full-isl | whole-context | least-computed, "
+        "combined with + (V1)", metavar="POLICY", check=_policy)] = "off"
     max_steps: Annotated[int | None, Setting(
         "stop after this many steps", lo=1, hi=MAX_STEP)] = None
     # (step, policy): switch before that step runs
@@ -170,6 +190,15 @@ class RunSpec(msgspec.Struct, kw_only=True):
                               f"vLLM could never schedule a request (each sample needs a "
                               f"sequence slot)")
         check_block_memory(self.num_gpu_blocks, self.num_cpu_blocks or 0)
+        if self.min_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ConfigError(f"--min-tokens {self.min_tokens} is more than --max-tokens "
+                              f"{self.max_tokens}: give MIN <= --max-tokens")
+        if self.prompt_len_max is not None:
+            if self.prompt_len is None:
+                raise ConfigError("--prompt-len-max needs --prompt-len (the shortest prompt)")
+            if self.prompt_len_max < self.prompt_len:
+                raise ConfigError(f"--prompt-len-max {self.prompt_len_max} is less than "
+                                  f"--prompt-len {self.prompt_len}")
         return self
 
 
@@ -204,6 +233,44 @@ PRESETS: dict[str, dict[str, Any]] = {
         "prompt_len": 64,
         "burst_size": 8,
         "preemption_mode": "swap",
+    },
+    # vLLM's V1 engine (0.11+; vllm033). #25538 as reported: vLLM's own
+    # scheduler_reserve_full_isl off, prompts of 4k-8k tokens, a token budget smaller than a
+    # prompt, no prefix caching, and a KV cache for about 2.4 prompts (1,200 blocks of 16).
+    "v1-thrash": {
+        "model": "llama-16k",
+        "requests": 32,
+        "n": 1,
+        "prompt_len": 4096,
+        "prompt_len_max": 8192,
+        "min_tokens": 256,
+        "max_tokens": 1024,
+        "block_size": 16,
+        "num_gpu_blocks": 1200,
+        "max_num_batched_tokens": 512,
+        "max_num_seqs": 256,
+        "enable_prefix_caching": False,
+        "scheduler_reserve_full_isl": False,
+        "burst_size": 8,
+    },
+    # The 0.33 default (scheduler_reserve_full_isl on) with several prefills in flight: its
+    # check ignores what the prefills in flight will still claim, and the thrash remains.
+    "v1-concurrent-prefill": {
+        "model": "llama-16k",
+        "requests": 32,
+        "n": 1,
+        "prompt_len": 4096,
+        "prompt_len_max": 8192,
+        "min_tokens": 256,
+        "max_tokens": 1024,
+        "block_size": 16,
+        "num_gpu_blocks": 1200,
+        "max_num_batched_tokens": 512,
+        "max_num_seqs": 256,
+        "enable_prefix_caching": False,
+        "scheduler_reserve_full_isl": True,
+        "long_prefill_token_threshold": 128,
+        "burst_size": 8,
     },
 }
 

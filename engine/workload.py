@@ -8,7 +8,10 @@ gives about 3 to 3.5 characters per token on Python source); with --tokenizer it
 tokenizer for the real count. The ids themselves do not matter to the scheduler (no prefix
 caching), so they are a cheap deterministic pattern.
 
-With --prompt-len every prompt has that many tokens instead. Arrivals are all at t=0 (as in the
+With --prompt-len every prompt has that many tokens instead (with --prompt-len-max, a length
+drawn uniformly from the two; with --min-tokens, each request's max_tokens drawn from
+--min-tokens to --max-tokens). Those draws come from a generator seeded by (seed, request
+index), apart from the arrivals' one, so a run without them draws exactly what it drew before. Arrivals are all at t=0 (as in the
 seed) or a Poisson process of --arrival-rate requests per simulated second. Bursts (the TUI's
 `a` key) continue the same prompt sequence, so a recording's bursts replay identically.
 """
@@ -35,6 +38,7 @@ class Request:
     prompt_token_ids: list[int]
     prompt_text: str | None  # the text, where the workload has one
     arrival_s: float
+    max_tokens: int  # the request's output length at most (SamplingParams.max_tokens)
 
 
 @lru_cache(maxsize=1)
@@ -68,11 +72,29 @@ class Workload:
         if spec.prompt_len is not None and spec.prompt_len >= max_model_len:
             raise ConfigError(f"--prompt-len {spec.prompt_len} does not fit the model's context "
                               f"of {max_model_len} tokens: use at most {max_model_len - 1}")
+        longest = (spec.prompt_len_max or spec.prompt_len or 0) + spec.max_tokens
+        if (spec.prompt_len_max or spec.min_tokens) and longest > max_model_len:
+            raise ConfigError(f"the longest request ({spec.prompt_len_max or spec.prompt_len} "
+                              f"prompt + {spec.max_tokens} output tokens) does not fit the "
+                              f"model's context of {max_model_len} tokens")
 
-    def _prompt(self, index: int) -> tuple[list[int], str | None]:
+    def _draws(self, index: int) -> tuple[int | None, int]:
+        """(prompt length or None for the default, max_tokens) of request `index`."""
         spec = self.spec
-        if spec.prompt_len is not None:
-            return [(index * 7919 + k) % 50000 + 3 for k in range(spec.prompt_len)], None
+        if spec.prompt_len_max is None and spec.min_tokens is None:
+            return spec.prompt_len, spec.max_tokens
+        rng = random.Random(f"{spec.seed}:{index}")  # str seeds do not depend on hash()
+        length = (rng.randint(spec.prompt_len, spec.prompt_len_max)
+                  if spec.prompt_len is not None and spec.prompt_len_max is not None
+                  else spec.prompt_len)
+        max_tokens = (rng.randint(spec.min_tokens, spec.max_tokens)
+                      if spec.min_tokens is not None else spec.max_tokens)
+        return length, max_tokens
+
+    def _prompt(self, index: int, length: int | None) -> tuple[list[int], str | None]:
+        spec = self.spec
+        if length is not None:
+            return [(index * 7919 + k) % 50000 + 3 for k in range(length)], None
         text = seed_prompt(index)
         if self._count_tokens is not None:
             return self._count_tokens(text), text
@@ -82,8 +104,9 @@ class Workload:
     def _make(self, arrival_s: float) -> Request:
         index = self._next_index
         self._next_index += 1
-        ids, text = self._prompt(index)
-        return Request(str(index), ids, text, arrival_s)
+        length, max_tokens = self._draws(index)
+        ids, text = self._prompt(index, length)
+        return Request(str(index), ids, text, arrival_s, max_tokens)
 
     def initial(self) -> Iterator[Request]:
         """The run's own requests in arrival order."""

@@ -40,6 +40,15 @@ class RunMetrics(msgspec.Struct, kw_only=True):
     time_axis: str = "sim"  # "sim" or "gpu" (engine.timeaxis)
 
 
+class V1RunMetrics(RunMetrics, kw_only=True):
+    """A V1 run's metrics: V1 has no swap space; its thrash is recompute."""
+
+    preemptions: int
+    max_preemptions_per_request: int
+    recompute_tax: float
+    peak_gpu_kv_pct: float
+
+
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile: a value that actually occurred, no interpolation."""
     rank = max(1, math.ceil(q / 100.0 * len(sorted_values)))
@@ -60,7 +69,13 @@ def run_metrics(recording: Recording) -> RunMetrics:
     sim_s = axis.clock(steps[-1]) if steps else 0.0
     policies = [str(recording.header.spec.get("policy", steps[0].policy if steps else "?"))]
     policies += [change.new for change in recording.policy_changes]
-    return RunMetrics(
+    v1 = {}
+    if summary.__class__.__name__ == "V1Summary":
+        v1 = dict(preemptions=summary.preemptions,
+                  max_preemptions_per_request=summary.max_preemptions_per_request,
+                  recompute_tax=summary.recompute_tax, peak_gpu_kv_pct=summary.peak_gpu_kv_pct)
+    return (V1RunMetrics if v1 else RunMetrics)(
+        **v1,
         name=os.path.basename(recording.path),
         policy=">".join(policies),
         steps=summary.steps,
@@ -96,6 +111,14 @@ _ROWS: tuple[tuple[str, str], ...] = (
 )
 
 
+_V1_ROWS: tuple[tuple[str, str], ...] = (
+    ("peak GPU KV %", "peak_gpu_kv_pct"),
+    ("preemptions", "preemptions"),
+    ("most of one request", "max_preemptions_per_request"),
+    ("recompute tax", "recompute_tax"),
+)
+
+
 def _axis_label(metrics: Sequence[RunMetrics]) -> str:
     """"sim" or "GPU" when every run shares the axis; otherwise say the times don't mix."""
     names = {m.time_axis for m in metrics}
@@ -108,10 +131,15 @@ def format_table(metrics: Sequence[RunMetrics]) -> str:
     """Metrics as rows, runs as columns: reads across, whatever the number of runs."""
     cells = [["", *(safe(m.name) for m in metrics)]]
     axis = _axis_label(metrics)
-    for label, field in _ROWS:
+    rows = _ROWS
+    if all(isinstance(m, V1RunMetrics) for m in metrics):  # V1 has no swap space
+        rows = tuple(r for r in _ROWS if r[1] not in ("peak_cpu_kv_pct", "peak_swapped"))
+    if any(isinstance(m, V1RunMetrics) for m in metrics):
+        rows += _V1_ROWS
+    for label, field in rows:
         row = [label.replace(_TIMED, axis)]
         for m in metrics:
-            value = getattr(m, field)
+            value = getattr(m, field, None)
             if field == "time_axis":
                 value = axis_named(value).unit
             row.append("-" if value is None else f"{value:,}" if isinstance(value, int) else
@@ -129,8 +157,10 @@ def format_table(metrics: Sequence[RunMetrics]) -> str:
 
 
 def cpu_kv_plot(recordings: Sequence[Recording], names: Sequence[str],
-                width: int | None = None, height: int = 20, color: bool | None = None) -> str:
-    """One plotext chart of CPU KV % over steps, one line per run."""
+                width: int | None = None, height: int = 20, color: bool | None = None,
+                column: str = "cpu_pct") -> str:
+    """One plotext chart of CPU KV % (V1, which has no CPU swap: GPU KV %) over steps, one
+    line per run."""
     import plotext as plt
 
     if width is None:
@@ -144,8 +174,8 @@ def cpu_kv_plot(recordings: Sequence[Recording], names: Sequence[str],
         if recording.steps:
             xs = [float(s.step) for s in recording.steps]
             marker = None if color else markers[i % len(markers)]
-            plt.plot(xs, recording.column("cpu_pct"), label=safe(name), marker=marker)
-    plt.title("CPU KV-cache usage (%) by step")
+            plt.plot(xs, recording.column(column), label=safe(name), marker=marker)
+    plt.title(f"{'GPU' if column == 'gpu_pct' else 'CPU'} KV-cache usage (%) by step")
     plt.xlabel("step")
     plt.ylim(0, 100)
     if not color:
@@ -159,5 +189,7 @@ def compare_text(metrics: Sequence[RunMetrics], recordings: Sequence[Recording],
                  plot: bool = True) -> str:
     text = format_table(metrics)
     if plot:
-        text += "\n\n" + cpu_kv_plot(recordings, [m.name for m in metrics])
+        v1 = any(isinstance(m, V1RunMetrics) for m in metrics)
+        text += "\n\n" + cpu_kv_plot(recordings, [m.name for m in metrics],
+                                      column="gpu_pct" if v1 else "cpu_pct")
     return text

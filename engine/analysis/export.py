@@ -26,7 +26,7 @@ from typing import Any, Iterator
 import msgspec
 
 from engine.stream.run import Recording
-from engine.stream.records import StepRecord
+from engine.stream.records import StepRecord, V1StepRecord
 from engine.timeaxis import GPU, axis_of
 
 FORMATS = ("csv", "perfetto")
@@ -38,6 +38,27 @@ CSV_COLUMNS = [*_SCALARS, "gpu_pct", "cpu_pct", "prefill_groups", "prefill_token
                "n_swapped_out", "n_swapped_in", "n_recomputed", "n_ignored", "n_finished",
                "n_first_tokens", "swapped_out_ids", "swapped_in_ids", "time_axis",
                "axis_time_s", "axis_step_s"]
+
+
+# A V1 recording (Header.engine "v1") speaks V1: no swap space, recompute preemptions.
+_V1_SCALARS = [f.name for f in msgspec.structs.fields(V1StepRecord)
+               if getattr(f.type, "__origin__", f.type) in (int, float, bool, str)]
+V1_CSV_COLUMNS = [*_V1_SCALARS, "gpu_pct", "n_new", "n_resumed", "n_scheduled",
+                  "n_preempted", "lost_tokens", "n_finished", "n_first_tokens",
+                  "preempted_ids", "time_axis", "axis_time_s", "axis_step_s"]
+
+
+def _v1_csv_rows(recording: Recording) -> Iterator[list[Any]]:
+    axis = axis_of(recording.header)
+    for s in recording.steps:
+        yield [*(getattr(s, name) for name in _V1_SCALARS), round(s.gpu_pct, 3), len(s.new),
+               len(s.resumed), len(s.scheduled), len(s.preempted), s.lost_tokens,
+               len(s.finished), len(s.first_tokens), " ".join(s.recomputed), axis.name,
+               axis.clock(s), axis.step_seconds(s)]
+
+
+def is_v1(recording: Recording) -> bool:
+    return recording.header is not None and recording.header.engine == "v1"
 
 
 def default_output(path: str, fmt: str) -> Path:
@@ -63,8 +84,12 @@ def csv_rows(recording: Recording) -> Iterator[list[Any]]:
 def to_csv(recording: Recording) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    writer.writerows(csv_rows(recording))
+    if is_v1(recording):
+        writer.writerow(V1_CSV_COLUMNS)
+        writer.writerows(_v1_csv_rows(recording))
+    else:
+        writer.writerow(CSV_COLUMNS)
+        writer.writerows(csv_rows(recording))
     return out.getvalue()
 
 

@@ -6,6 +6,10 @@ by construction, and a recording cut short still summarizes what it has.
 
 Peaks include the aborting moment (EngineAborted carries the scheduler's state when vLLM gave
 up), since that is the fullest the swap space ever got.
+
+A V1 run (Header.engine "v1", V1StepRecord steps) summarizes as a V1Summary: V1 has no swap
+space, and its thrash is recompute, so it counts preemptions, the most any one request suffered,
+the tokens computed again and the recompute tax (recomputed over all computed tokens).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import msgspec
 
 from engine.safe_text import safe
 from engine.stream.records import (Arrivals, EngineAborted, Header, LogEvent, LogLine, LogWindow,
-                                   PolicyChanged, Record, RunFinished, StepRecord)
+                                   PolicyChanged, Record, RunFinished, StepRecord, V1StepRecord)
 
 
 class Summary(msgspec.Struct, kw_only=True):
@@ -48,6 +52,49 @@ class Summary(msgspec.Struct, kw_only=True):
     overcommitted_at_step: int | None = None
 
 
+class V1Summary(msgspec.Struct, kw_only=True):
+    engine: str  # "v1"
+    vllm_version: str
+    steps: int
+    finished_requests: int
+    aborted: bool
+    abort_reason: str | None
+    abort_step: int | None
+    preemptions: int  # recompute preemptions (V1 has no other kind)
+    preempted_requests: int  # distinct requests preempted at least once
+    max_preemptions_per_request: int
+    lost_tokens: int  # computed tokens the preemptions threw away
+    recomputed_tokens: int  # tokens computed again after a preemption
+    computed_tokens: int  # every token scheduled (prefill, recompute and decode)
+    recompute_tax: float  # recomputed_tokens / computed_tokens
+    prefix_hit_tokens: int
+    peak_gpu_kv_pct: float
+    peak_running: int
+    peak_waiting: int
+    admission_withheld_steps: int  # steps in which the policy held back an admission
+    policy_changes: int
+    prompt_tokens: int
+    generated_tokens: int
+    sim_seconds: float
+    wall_seconds: float
+    end_reason: str | None
+    time_axis: str = "sim"
+    exec_seconds: float = 0.0
+
+    # the V0 names a comparison table reads (V1 has no swap space)
+    @property
+    def peak_cpu_kv_pct(self) -> float:
+        return 0.0
+
+    @property
+    def peak_swapped(self) -> int:
+        return 0
+
+    @property
+    def prefill_blocked_steps(self) -> int:
+        return self.admission_withheld_steps
+
+
 class SummaryBuilder:
     """Feed items in stream order with `add`; read `result()` at any time."""
 
@@ -74,9 +121,44 @@ class SummaryBuilder:
         self.peak_committed: int | None = None
         self.capacity: int | None = None
         self.overcommitted_at: int | None = None
+        self.header: Header | None = None
+        self.v1 = False
+        self.preemptions = 0
+        self.preempted: set[str] = set()
+        self.max_preemptions = 0
+        self.lost = 0
+        self.recomputed = 0
+        self.computed = 0
+        self.prefix_hits = 0
+        self.peak_running = 0
+        self.peak_waiting = 0
+
+    def _add_v1(self, item: V1StepRecord) -> None:
+        self.v1 = True
+        self.steps += 1
+        self.finished_requests += len(item.finished)
+        self.peak_gpu = max(self.peak_gpu, item.gpu_pct)
+        self.peak_running = max(self.peak_running, item.running)
+        self.peak_waiting = max(self.peak_waiting, item.waiting)
+        for rid, lost, count in item.preempted:
+            self.preemptions += 1
+            self.preempted.add(rid)
+            self.lost += lost
+            if count > self.max_preemptions:
+                self.max_preemptions = count
+        self.recomputed += item.recomputed_tokens
+        self.computed += item.batched_tokens
+        self.prefix_hits += item.prefix_hit_tokens
+        self.blocked += item.withheld
+        self.prompt_tokens += item.prompt_tokens
+        self.generated_tokens += item.generated_tokens
+        self.sim_s, self.wall_s = item.sim_s, item.wall_s
+        self.exec_s += item.exec_s
 
     def add(self, item: Header | Record) -> None:
-        if isinstance(item, StepRecord):
+        if type(item) is V1StepRecord:
+            self._add_v1(item)
+        elif isinstance(item, StepRecord):
             self.steps += 1
             self.finished_requests += len(item.finished) - len(item.ignored)
             self.peak_gpu = max(self.peak_gpu, item.gpu_pct)
@@ -108,6 +190,8 @@ class SummaryBuilder:
             self.sim_s, self.wall_s = item.sim_s, item.wall_s
         elif isinstance(item, Header):
             self.time_axis = item.time_axis
+            self.header = item
+            self.v1 = self.v1 or item.engine == "v1"
         elif isinstance(item, (LogWindow, LogEvent)):
             self._add_log(item)
         elif isinstance(item, (Arrivals, LogLine)):
@@ -128,7 +212,9 @@ class SummaryBuilder:
         if item.t_s is not None:
             self.sim_s = max(self.sim_s, item.t_s)
 
-    def result(self) -> Summary:
+    def result(self) -> Summary | V1Summary:
+        if self.v1:
+            return self._v1_result()
         abort = self.abort
         log_abort = self.log_abort
         return Summary(
@@ -158,18 +244,51 @@ class SummaryBuilder:
         )
 
 
-def summarize(items: Iterable[Header | Record]) -> Summary:
+    def _v1_result(self) -> V1Summary:
+        abort = self.abort
+        return V1Summary(
+            engine="v1",
+            vllm_version=self.header.vllm_version if self.header is not None else "",
+            steps=self.steps,
+            finished_requests=self.finished_requests,
+            aborted=abort is not None,
+            abort_reason=abort.message if abort else None,
+            abort_step=abort.step if abort else None,
+            preemptions=self.preemptions,
+            preempted_requests=len(self.preempted),
+            max_preemptions_per_request=self.max_preemptions,
+            lost_tokens=self.lost,
+            recomputed_tokens=self.recomputed,
+            computed_tokens=self.computed,
+            recompute_tax=round(self.recomputed / self.computed, 4) if self.computed else 0.0,
+            prefix_hit_tokens=self.prefix_hits,
+            peak_gpu_kv_pct=round(self.peak_gpu, 2),
+            peak_running=self.peak_running,
+            peak_waiting=self.peak_waiting,
+            admission_withheld_steps=self.blocked,
+            policy_changes=self.policy_changes,
+            prompt_tokens=self.prompt_tokens,
+            generated_tokens=self.generated_tokens,
+            sim_seconds=round(self.sim_s, 4),
+            wall_seconds=round(self.wall_s, 3),
+            end_reason=self.end.reason if self.end else None,
+            time_axis=self.time_axis,
+            exec_seconds=round(self.exec_s, 6),
+        )
+
+
+def summarize(items: Iterable[Header | Record]) -> Summary | V1Summary:
     builder = SummaryBuilder()
     for item in items:
         builder.add(item)
     return builder.result()
 
 
-def summary_json(summary: Summary) -> str:
+def summary_json(summary: Summary | V1Summary) -> str:
     return msgspec.json.format(msgspec.json.encode(summary), indent=2).decode()
 
 
-def format_summary(summary: Summary) -> str:
+def format_summary(summary: Summary | V1Summary) -> str:
     """Human-readable, one `name: value` per line, in the Struct's field order."""
     width = max(len(name) for name in summary.__struct_fields__)
     lines = []

@@ -19,7 +19,8 @@ from engine.errors import ConfigError
 from engine.safe_text import safe
 from engine.stream.reader import load
 from engine.stream.run import Recording
-from engine.stream.records import Arrivals, EngineAborted, Header, PolicyChanged, RunFinished, StepRecord
+from engine.stream.records import (STEP_TYPES, Arrivals, EngineAborted, Header, PolicyChanged,
+                                   RunFinished, StepRecord)
 
 _IGNORED_FIELDS = frozenset({"wall_s", "exec_s"})  # measured: real time differs every run
 # Fields added later: a recording made before them reads None, and its re-run is compared on
@@ -147,7 +148,7 @@ class _Checker:
         if self.failure is not None:
             return
         kind = type(item)
-        if kind is StepRecord:
+        if kind in STEP_TYPES:
             self.check_step(item)
             self.issue_bursts(item.step + 1)  # applied at the next boundary, before that step
         elif kind is Arrivals:

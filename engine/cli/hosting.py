@@ -18,7 +18,7 @@ from engine import exit_status
 from engine.errors import EngineError
 from engine.safe_text import safe
 from engine.stream.protocol import RecordingStatus
-from engine.stream.records import LogLine, ObserverError, StepRecord
+from engine.stream.records import LogLine, ObserverError, StepRecord, V1StepRecord
 
 
 class Progress:
@@ -40,6 +40,14 @@ class Progress:
                            f"{item.swapped:>4}  waiting {item.waiting:>5}  GPU "
                            f"{item.gpu_pct:5.1f}%  CPU {item.cpu_pct:5.1f}%  policy "
                            f"{item.policy}")
+        elif kind is V1StepRecord:
+            now = time.monotonic()
+            if now - self.last >= 1.0:
+                self.last = now
+                self._line(f"step {item.step:>6}  running {item.running:>4}  waiting "
+                           f"{item.waiting:>5}  GPU {item.gpu_pct:5.1f}%  preempted "
+                           f"{item.preemptions_total:>5}  tax {item.recompute_tax:.2f}  "
+                           f"finished {item.finished_total:>5}  policy {item.policy}")
         elif kind is LogLine and (self.verbose or (
                 item.level in ("WARNING", "ERROR", "CRITICAL")
                 and item.logger.startswith("vllm.core"))):

@@ -25,13 +25,23 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--no-record", action="store_true", help="do not record")
 
 
+def default_preset() -> str:
+    """seed-5578, or on vLLM's V1 engine (which has no swap space) v1-thrash."""
+    from engine.adapters.versions import installed_version, release_for
+
+    release = release_for(installed_version())
+    return "v1-thrash" if release is not None and release.engine == "v1" else "seed-5578"
+
+
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     """Preset, then config file, then flags. Raises ConfigError (one line) on bad input."""
     given = options.values_from_args(RunSpec, args)
     if "num_cpu_blocks" in given and "swap_space_gib" in given:
         raise ConfigError("give --num-cpu-blocks or --swap-space, not both")
     layers = [(args.config, options.load_config(RunSpec, args.config))] if args.config else []
-    return resolve_spec([*layers, ("flags", given)]).validated()
+    # the default preset depends on the engine kind (a layer's `preset` overrides it)
+    return resolve_spec([("default", {"preset": default_preset()}), *layers,
+                         ("flags", given)]).validated()
 
 
 def record_target(args: argparse.Namespace, spec: RunSpec) -> str | None:

@@ -25,7 +25,7 @@ from engine.host.recording import RecordingController
 from engine.run_state import RunState
 from engine.spec import RunSpec
 from engine.stream.protocol import Progress, StateChanged
-from engine.stream.records import Header, Record, RunFinished, StepRecord, encode
+from engine.stream.records import STEP_TYPES, Header, Record, RunFinished, encode
 
 WhenReady = Callable[[object], None]  # called with the Session once it is built
 WhenFailed = Callable[[str], None]  # called with `start_error` if it never will be
@@ -190,7 +190,7 @@ class EngineLoop:
         if not self._recording.write(item, line):
             return  # sealed by abandon(): nothing more goes anywhere
         kind = type(item)
-        if kind is StepRecord:
+        if kind in STEP_TYPES:
             self._last_step = item.step
         elif kind is RunFinished:
             self.finished = item

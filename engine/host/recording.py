@@ -29,8 +29,8 @@ import msgspec
 from engine.errors import ConfigError
 from engine.spec import RunSpec
 from engine.stream.protocol import RecordingStatus
-from engine.stream.records import (EngineAborted, Header, ObserverError, Record, RunFinished,
-                                   StepRecord, encode)
+from engine.stream.records import (STEP_TYPES, EngineAborted, Header, ObserverError, Record,
+                                   RunFinished, StepRecord, encode)
 
 STATUS_POLL_S = 0.25  # a recorder error shows within this plus the recorder's flush interval
 STATUS_EVERY_S = 1.0  # growing byte counts are published at most this often
@@ -108,7 +108,7 @@ class RecordingController:
                     recorder.sink(item)  # writes the header (once) and flushes it
                 else:
                     recorder.write_line(line, end=isinstance(item, _END_KINDS))
-            if kind is StepRecord:
+            if kind in STEP_TYPES:
                 self._last_step = item
             elif kind is RunFinished:
                 self._sealed = True

@@ -37,7 +37,8 @@ import msgspec
 
 from engine.errors import RecordingError
 from engine.stream import limits
-from engine.stream.records import Check, EngineAborted, Record, RunFinished, StepRecord
+from engine.stream.records import (Check, EngineAborted, Record, RunFinished, StepRecord,
+                                   V1StepRecord)
 from engine.stream.run import Run
 
 CHECK_PREFIX = b'{"kind":"check"'
@@ -111,7 +112,7 @@ class _Reader:
                 lineno += 1
                 continue
             kind = type(item)
-            if kind is StepRecord:
+            if kind is StepRecord or kind is V1StepRecord:
                 if (item.step != expected or item.gpu_used > item.gpu_total
                         or item.cpu_used > item.cpu_total or self.ended or self.aborted):
                     self.expected = expected

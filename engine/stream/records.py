@@ -136,6 +136,142 @@ class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=
         return 100.0 * self.cpu_used / self.cpu_total if self.cpu_total else 0.0
 
 
+class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True, gc=False):
+    """What one step of vLLM's V1 engine (`EngineCore.step`, 0.11+) decided and left behind.
+
+    V1 has no swap space and no sequence groups: a request is scheduled a number of tokens
+    (a prefill chunk, a decode token, or a recompute of what a preemption threw away), and a
+    preempted request loses every computed token and waits again. Counts are read at the end of
+    the step, after vLLM's own `update_from_output`.
+
+    The properties below name the V0 vocabulary (swapped, cpu_*, swapped_out...) for the
+    screens and indexes that speak it: V1 has none of those, so they read as empty.
+    """
+
+    step: Count
+    wall_s: Seconds  # wall-clock seconds since the session started, at the end of this step
+    sim_s: Seconds  # simulated seconds at the end of this step (see engine.costmodel)
+    sim_step_s: Seconds  # simulated duration of this step
+    policy: str  # policy in force for this step ("off", "whole-context", ...)
+
+    running: Count  # requests in vLLM's running list
+    waiting: Count  # requests in vLLM's waiting queue (preempted ones included)
+    finished_total: Count  # requests finished since the run started
+
+    gpu_used: Count  # KV-cache blocks in use (vLLM's null block not counted)
+    gpu_total: Count  # usable KV-cache blocks
+    kv_tokens: Count  # tokens whose KV the running requests hold (their computed tokens)
+
+    batched_tokens: Count  # tokens scheduled this step (SchedulerOutput.total_num_scheduled_tokens)
+    token_budget: Count  # max_num_batched_tokens
+
+    # (request id, tokens scheduled this step), in schedule order:
+    new: list[tuple[str, Count]]  # admitted for the first time
+    resumed: list[tuple[str, Count]]  # admitted again after a preemption
+    scheduled: list[tuple[str, Count]]  # already running
+    # (request id, computed tokens it lost, its preemptions so far): recompute preemptions
+    preempted: list[tuple[str, Count, Count]]
+
+    prefix_hit_tokens: Count  # tokens admitted requests found in the prefix cache this step
+    recomputed_tokens: Count  # scheduled tokens a request had computed before and lost
+    prompt_tokens: Count  # tokens scheduled before a request's first sample (chunks, recompute)
+    generated_tokens: Count  # tokens sampled this step (one per request that sampled)
+    decode_reqs: Count  # requests scheduled one token past their context (decoding)
+    first_tokens: list[str]  # request ids that sampled their first output token this step
+    finished: list[str]
+
+    withheld: bool  # the policy held back an admission this step
+    held_back: Count  # waiting requests at that moment
+
+    # running totals since the run started, so any one step says the run's recompute tax
+    computed_total: Count  # tokens scheduled (batched_tokens summed)
+    recomputed_total: Count  # recomputed_tokens summed
+    preemptions_total: Count  # preemptions so far
+
+    exec_s: Seconds = 0.0  # measured seconds of the sim executor's execute_model
+
+    # ---- the V0 vocabulary, for screens that speak it (V1 has no swap space) ----
+    @property
+    def swapped(self) -> int:
+        return 0
+
+    @property
+    def cpu_used(self) -> int:
+        return 0
+
+    @property
+    def cpu_total(self) -> int:
+        return 0
+
+    @property
+    def running_seqs(self) -> int:
+        return self.running
+
+    @property
+    def prefills(self) -> list[tuple[str, int]]:
+        return [*self.new, *self.resumed,
+                *((rid, n) for rid, n in self.scheduled if n > 1)]
+
+    @property
+    def decode_groups(self) -> int:
+        return self.decode_reqs
+
+    @property
+    def decode_seqs(self) -> int:
+        return self.decode_reqs
+
+    @property
+    def swapped_out(self) -> list[str]:
+        return []
+
+    @property
+    def swapped_in(self) -> list[str]:
+        return []
+
+    @property
+    def recomputed(self) -> list[str]:
+        return [entry[0] for entry in self.preempted]
+
+    @property
+    def ignored(self) -> list[str]:
+        return []
+
+    @property
+    def swapped_out_seqs(self) -> None:
+        return None
+
+    @property
+    def swapped_in_seqs(self) -> None:
+        return None
+
+    @property
+    def swap_blocks(self) -> int:
+        return 0
+
+    @property
+    def gpu_pct(self) -> float:
+        return 100.0 * self.gpu_used / self.gpu_total if self.gpu_total else 0.0
+
+    @property
+    def cpu_pct(self) -> float:
+        return 0.0
+
+    @property
+    def recompute_tax(self) -> float:
+        """Tokens computed again over all tokens computed, so far."""
+        return self.recomputed_total / self.computed_total if self.computed_total else 0.0
+
+    @property
+    def lost_tokens(self) -> int:
+        """Computed tokens this step's preemptions threw away."""
+        return sum(entry[1] for entry in self.preempted)
+
+
+STEP_TYPES: tuple[type, ...] = (StepRecord, V1StepRecord)
+"""The per-step records, one per engine kind (Header.engine): "v0" StepRecord, "v1"
+V1StepRecord. Indexes, checks and summaries take either."""
+
+
 class Arrivals(msgspec.Struct, tag="arrivals", tag_field="kind", kw_only=True, gc=False):
     """Requests handed to the engine just before `step` runs."""
 
@@ -265,12 +401,13 @@ class LogEvent(msgspec.Struct, tag="log_event", tag_field="kind", kw_only=True, 
     values: dict[str, Any] = {}  # config / blocks: the fields read by key
 
 
-Record = Union[StepRecord, Arrivals, PolicyChanged, EngineAborted, LogLine, RunFinished,
-               ObserverError, LogWindow, LogEvent]
+Record = Union[StepRecord, V1StepRecord, Arrivals, PolicyChanged, EngineAborted, LogLine,
+               RunFinished, ObserverError, LogWindow, LogEvent]
 """Anything that can follow the header in a stream or recording."""
 
-RECORD_TYPES: tuple[type, ...] = (StepRecord, Arrivals, PolicyChanged, EngineAborted, LogLine,
-                                  RunFinished, ObserverError, LogWindow, LogEvent)
+RECORD_TYPES: tuple[type, ...] = (StepRecord, V1StepRecord, Arrivals, PolicyChanged,
+                                  EngineAborted, LogLine, RunFinished, ObserverError, LogWindow,
+                                  LogEvent)
 
 
 class DeviceInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 import msgspec
 
 from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged,
-                                   Record, RunFinished, StepRecord)
+                                   Record, RunFinished, StepRecord, V1StepRecord)
 from engine.timeaxis import axis_of
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ class Run:
     def add(self, item: Header | Record) -> None:
         """Take the next item of a stream or recording (a Header is kept, not indexed)."""
         self.version += 1
-        if type(item) is StepRecord:
+        if type(item) is StepRecord or type(item) is V1StepRecord:
             self._add_step(item)
             self.items.append(item)
             return
@@ -232,9 +232,11 @@ class Run:
                     what.append(f"{len(s.swapped_out)} swapped out")
                 if s.recomputed:
                     what.append(f"{len(s.recomputed)} preempted for recompute")
+                where = (f"GPU KV {s.gpu_pct:.1f}%, {s.waiting} waiting"
+                         if type(s) is V1StepRecord
+                         else f"swapped {s.swapped}, CPU KV {s.cpu_pct:.1f}%")
                 self._event(Event(s.step, "swapout", f"preemption burst: {', '.join(what)} "
-                                                     f"(swapped {s.swapped}, CPU KV "
-                                                     f"{s.cpu_pct:.1f}%)", "warning"))
+                                                     f"({where})", "warning"))
             self._last_swapout = s.step
 
     def _bridge(self, s: StepRecord) -> bool:

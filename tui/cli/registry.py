@@ -42,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> None:
     """The console script (pyproject: `observatory = "tui.cli:entry"`)."""
+    from engine.adapters.v1.platform import reexec_for_v1_sim
+
+    reexec_for_v1_sim(sys.orig_argv[1:])  # a V1 sim engine needs PYTHONHASHSEED=0 from start
     args = parse(sys.argv[1:])
     code = dispatch(args)
     if args.subcommand.fast_exit:

@@ -21,7 +21,7 @@ from engine.exit_status import ExitStatus
 from engine.policy import next_policy, parse_policy
 from engine.run_state import RunState
 from engine.spec import RunSpec
-from engine.stream.records import PolicyChanged, StepRecord
+from engine.stream.records import STEP_TYPES, PolicyChanged
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
                           StreamEnded)
 from tui.live.policy_picker import PolicyPicker
@@ -99,7 +99,7 @@ class LiveScreen(RunScreen):
 
     def arrived(self, items: list) -> None:
         for item in items:
-            if type(item) is StepRecord:
+            if type(item) in STEP_TYPES:
                 if self.engine_state == RunState.STARTING:
                     self.engine_state, self.stage = RunState.RUNNING, ""
             elif isinstance(item, PolicyChanged) and item.new == self.pending_policy:
@@ -213,7 +213,9 @@ class LiveScreen(RunScreen):
 
     def action_cycle_policy(self) -> None:
         base = self.pending_policy or self.view.policy
-        self._choose_policy(str(next_policy(parse_policy(base))))
+        header = self.view.header
+        kind = header.engine if header is not None else "v0"  # V1 cycles its own policies
+        self._choose_policy(str(next_policy(parse_policy(base), kind)))
 
     def action_pick_policy(self) -> None:
         current = self.pending_policy or self.view.policy

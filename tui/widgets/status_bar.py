@@ -61,6 +61,16 @@ KEY_NUMBERS: dict[str, tuple[KeyNumber, ...]] = {
            KeyNumber(("GPU KV", "GPU", "GPU", "GPU"), _percent("gpu_pct")),
            KeyNumber(("CPU KV", "CPU", "CPU", "CPU"), _percent("cpu_pct"),
                      lambda s: s.cpu_pct >= 50)),
+    # V1 has no swap space; its thrash is recompute: the preemptions so far and the recompute
+    # tax (tokens computed again over all computed, so far) take swapped's and CPU's place
+    "v1": (KeyNumber(("running", "running", "run", "run"), _count("running")),
+           KeyNumber(("waiting", "waiting", "wait", "wt"), _count("waiting")),
+           KeyNumber(("GPU KV", "GPU", "GPU", "GPU"), _percent("gpu_pct")),
+           KeyNumber(("preempted", "preempted", "pre", "pre"), _count("preemptions_total"),
+                     lambda s: bool(s.preempted)),
+           KeyNumber(("recompute tax", "tax", "tax", "tax"),
+                     lambda s, level: f"{s.recompute_tax:.2f}",
+                     lambda s: s.recompute_tax >= 0.5)),
 }
 """Line 1's numbers by engine kind (the recording header's `engine`): another kind's queues
 are one more entry here. A kind without an entry is shown as V0."""

@@ -37,27 +37,13 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Callable, Iterable, Iterator
 
+from engine.adapters.driver import HookError  # noqa: F401  (raised here; the Session catches it)
 from engine.adapters.versions import family
 from engine.policy import (Demand, Policy, PrefillGate, admissible, parse_policy,
                            withholds_prefills)
 
 _WRAPPED = ("schedule", "_schedule_running", "_schedule_swapped", "_schedule_prefills",
             "_preempt")
-
-
-class HookError(Exception):
-    """The observatory's own hook code raised inside `LLMEngine.step()`.
-
-    The wrappers run in the middle of vLLM's scheduler, so without this an observatory bug
-    would leave `step()` looking exactly like vLLM aborting. Only the wrappers' own code is
-    wrapped; whatever the original vLLM methods raise passes through untouched. The original
-    exception is `__cause__`.
-    """
-
-    def __init__(self, where: str, cause: BaseException) -> None:
-        super().__init__(f"{where}: {type(cause).__name__}: {cause}")
-        self.where = where
-        self.cause = cause
 
 
 class _OwnCode:

@@ -1,0 +1,91 @@
+"""The seam between a Session and one kind of vLLM engine.
+
+A Session (engine.session) owns the loop, the clocks, the commands and the stream; what differs
+between vLLM's V0 `LLMEngine` (0.5-0.10.2) and its V1 `EngineCore` (0.11+) is behind this one
+interface, implemented once per engine kind (engine/adapters/v0/driver.py,
+engine/adapters/v1/driver.py): build the engine with the observatory's hooks attached, add a
+request, step, read the step's record, switch the policy, and read the state when vLLM
+raised. `open_driver` picks the kind from the installed release (engine.adapters.versions).
+
+Failures keep their two meanings: `step()` raises HookError when the observatory's own hook
+code failed inside vLLM's step, and anything else it raises is vLLM's.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Protocol
+
+from engine.costmodel import CostModel
+from engine.policy import Policy
+from engine.spec import RunSpec
+from engine.stream.records import StepRecord, V1StepRecord
+from engine.workload import Request
+
+
+class HookError(Exception):
+    """The observatory's own hook code raised inside vLLM's `step()`.
+
+    The hooks run in the middle of vLLM's scheduler, so without this an observatory bug would
+    look exactly like vLLM aborting. Only the hooks' own code is wrapped; whatever vLLM's
+    methods raise passes through untouched. The original exception is `__cause__`.
+    """
+
+    def __init__(self, where: str, cause: BaseException) -> None:
+        super().__init__(f"{where}: {type(cause).__name__}: {cause}")
+        self.where = where
+        self.cause = cause
+
+
+class EngineDriver(Protocol):
+    """One built vLLM engine with the observatory attached."""
+
+    kind: str  # "v0" or "v1" (records.ENGINE_KINDS): the Header's `engine`
+    engine: Any  # the real vLLM engine object (tests and power users)
+    vllm_version: str
+    model: str
+    max_model_len: int
+    engine_config: dict[str, Any]
+    count_tokens: Callable[[str], list[int]] | None  # sim with --tokenizer: real token ids
+
+    def blocks_line(self) -> str:
+        """One line for the build progress: the KV cache the engine got."""
+
+    def add_request(self, request: Request, arrival_time: float) -> int:
+        """Hand `request` to vLLM; return its prompt tokens as vLLM counts them."""
+
+    def has_unfinished_requests(self) -> bool: ...
+
+    def step(self) -> None:
+        """One engine step (HookError: the observatory's hook failed inside it)."""
+
+    def step_record(self, step: int, cost: CostModel, sim_start_s: float,
+                    wall_s: float) -> StepRecord | V1StepRecord:
+        """The record of the step that just ran, `exec_s` included."""
+
+    def set_policy(self, policy: Policy, source: str) -> None:
+        """Govern the next step with `policy` (already checked for this kind)."""
+
+    def abort_state(self) -> dict[str, int]:
+        """The queues and blocks when vLLM raised out of a step: EngineAborted's running,
+        swapped, waiting, gpu_used, gpu_total, cpu_used and cpu_total."""
+
+
+def open_driver(spec: RunSpec, policy: Policy) -> EngineDriver:
+    """Build the engine of the installed release's kind for `spec`. Raises ConfigError."""
+    from engine.adapters.versions import require_supported
+
+    release = require_supported()
+    if release.engine == "v1" and spec.backend == "sim":
+        from engine.adapters.v1.platform import prepare_sim_process
+
+        prepare_sim_process()  # before anything imports vLLM, which then picks its platform
+    module = importlib.import_module(f"engine.adapters.{release.engine}.driver")
+    return module.build_driver(spec, policy)
+
+
+def installed_engine_kind() -> str:
+    """"v0" or "v1": the kind of engine the installed vLLM runs (ConfigError if none)."""
+    from engine.adapters.versions import require_supported
+
+    return require_supported().engine

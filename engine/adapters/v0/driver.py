@@ -1,0 +1,91 @@
+"""The V0 engine behind the Session's driver interface (engine.adapters.driver): a real
+`vllm.LLMEngine` (0.5.0.post1 to 0.10.2) built by engine.adapters.v0.build, its scheduler
+instrumented by engine.adapters.v0.hooks, each step read by engine.adapters.v0.step_record and
+its executor timed by engine.adapters.exec_timing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.adapters import exec_timing
+from engine.adapters.v0 import hooks as vllm_hooks
+from engine.adapters.v0.build import build_engine
+from engine.adapters.v0.step_record import build_step_record
+from engine.costmodel import CostModel
+from engine.policy import Policy
+from engine.spec import RunSpec
+from engine.stream.records import StepRecord
+from engine.workload import Request
+
+
+class V0Driver:
+    kind = "v0"
+
+    def __init__(self, spec: RunSpec, policy: Policy) -> None:
+        built = build_engine(spec)
+        self.spec = spec
+        self.built = built
+        self.engine = built.engine
+        self.scheduler = built.scheduler
+        self.vllm_version = built.vllm_version
+        self.model = built.model
+        self.max_model_len = built.max_model_len
+        self.engine_config = built.engine_config
+        self.count_tokens = built.count_tokens
+        self.hook = vllm_hooks.attach(built.scheduler, policy)
+        self.exec_timer = exec_timing.attach(built.engine, spec.backend)
+        self._params: dict[int, Any] = {}  # max_tokens -> SamplingParams
+
+    def blocks_line(self) -> str:
+        gpu_total, cpu_total = vllm_hooks.block_counts(self.scheduler)[1::2]
+        return (f"{gpu_total:,} GPU blocks, {cpu_total:,} CPU blocks of "
+                f"{self.spec.block_size} tokens")
+
+    def _sampling_params(self, max_tokens: int) -> Any:
+        params = self._params.get(max_tokens)
+        if params is None:
+            from vllm import SamplingParams
+
+            params = SamplingParams(n=self.spec.n, max_tokens=max_tokens,
+                                    stop_token_ids=list(self.built.stop_token_ids))
+            self._params[max_tokens] = params
+        return params
+
+    def add_request(self, request: Request, arrival_time: float) -> int:
+        built = self.built
+        text = built.text_prompts and request.prompt_text is not None
+        inputs = ({"prompt": request.prompt_text} if text
+                  else {"prompt_token_ids": request.prompt_token_ids})
+        built.engine.add_request(request.request_id, inputs,
+                                 self._sampling_params(request.max_tokens),
+                                 arrival_time=arrival_time)
+        return (len(self.scheduler.waiting[-1].prompt_token_ids) if text  # vLLM's tokenization
+                else len(request.prompt_token_ids))
+
+    def has_unfinished_requests(self) -> bool:
+        return self.engine.has_unfinished_requests()
+
+    def step(self) -> None:
+        self.engine.step()
+
+    def step_record(self, step: int, cost: CostModel, sim_start_s: float,
+                    wall_s: float) -> StepRecord:
+        record = build_step_record(step, self.hook.current, self.scheduler, cost, sim_start_s,
+                                   wall_s, self.built.fans_out, self.hook.demand())
+        record.exec_s = self.exec_timer.take() if self.exec_timer is not None else 0.0
+        return record
+
+    def set_policy(self, policy: Policy, source: str) -> None:
+        self.hook.set_policy(policy, source)  # applied by the hook when the next step schedules
+
+    def abort_state(self) -> dict[str, int]:
+        scheduler = self.scheduler
+        running, swapped, waiting = vllm_hooks.abort_queue_sizes(scheduler)
+        gpu_used, gpu_total, cpu_used, cpu_total = vllm_hooks.block_counts(scheduler)
+        return {"running": running, "swapped": swapped, "waiting": waiting,
+                "gpu_used": gpu_used, "gpu_total": gpu_total, "cpu_used": cpu_used,
+                "cpu_total": cpu_total}
+
+
+def build_driver(spec: RunSpec, policy: Policy) -> V0Driver:
+    return V0Driver(spec, policy)

@@ -1,0 +1,114 @@
+"""Build vLLM's V1 engine (0.33) for a RunSpec: the real `LLMEngine` with its EngineCore in this
+process, so its Scheduler and KVCacheManager run as in production and the hooks can see them.
+
+- ``sim``: the executor is engine.adapters.v1.sim_executor.SimExecutor, given to vLLM as the
+  dotted path `distributed_executor_backend` takes; the model's architecture comes from a
+  packaged config.json (engine/adapters/models) or a directory with one, which is all vLLM
+  needs to size KV blocks. No tokenizer: prompts are token ids. The process environment a sim
+  engine needs is set here and only here (engine.adapters.v1.platform).
+- ``gpu``: vLLM's own executor with a real model (not tested here: this machine has no GPU).
+
+`num_gpu_blocks_override` is the pool vLLM builds, its null block included; the records count
+the usable blocks (one fewer), as vLLM's own KV usage does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine import logs
+from engine.adapters.v0.build import _summarize_config, cuda_available, sim_model_dir
+from engine.adapters.v1 import family_v033 as fam
+from engine.errors import ConfigError
+from engine.spec import RunSpec
+
+
+@dataclass
+class BuiltV1Engine:
+    engine: Any  # vllm.v1.engine.llm_engine.LLMEngine
+    engine_core: Any  # its in-process EngineCore (holds model_executor)
+    scheduler: Any  # the EngineCore's Scheduler
+    model: str
+    vllm_version: str
+    max_model_len: int
+    engine_config: dict[str, Any]
+
+
+def _check_spec(spec: RunSpec) -> None:
+    """What the V1 line of the observatory does not run, as one line each."""
+    if spec.prompt_len is None:
+        raise ConfigError("the V1 engine needs --prompt-len (the seed's prompts are V0's "
+                          "scheduler.py, which vLLM 0.33 does not have): use a v1-* preset, "
+                          "e.g. --preset v1-thrash")
+    if spec.n != 1:
+        raise ConfigError(f"--n {spec.n}: the V1 line runs one sample per request: use --n 1 "
+                          f"(or a v1-* preset)")
+    if spec.preemption_mode == "swap":
+        raise ConfigError("V1 preempts only by recompute: leave --preemption-mode out, or use "
+                          "a v1-* preset (v1-thrash, v1-concurrent-prefill)")
+    if spec.eos_prob > 0:
+        raise ConfigError("--eos-prob is V0's: a V1 sim request ends at its own max_tokens "
+                          "(--min-tokens and --max-tokens draw it)")
+    if spec.tokenizer:
+        raise ConfigError("--tokenizer is not supported on the V1 line: prompts are token ids "
+                          "(--prompt-len)")
+
+
+def engine_args(spec: RunSpec) -> Any:
+    from vllm import EngineArgs
+
+    from engine.adapters.v1.sim_executor import DOTTED_PATH
+
+    common = dict(
+        enable_chunked_prefill=True,
+        max_num_batched_tokens=spec.max_num_batched_tokens,
+        max_num_seqs=spec.max_num_seqs,
+        num_gpu_blocks_override=spec.num_gpu_blocks,
+        block_size=spec.block_size,
+        seed=spec.seed,
+        enable_prefix_caching=spec.enable_prefix_caching,
+        long_prefill_token_threshold=spec.long_prefill_token_threshold,
+        disable_log_stats=False,
+        **fam.engine_kwargs(spec),
+    )
+    if spec.backend == "sim":
+        model = sim_model_dir(spec.model_name)
+        return EngineArgs(model=model, skip_tokenizer_init=True, enforce_eager=True,
+                          distributed_executor_backend=DOTTED_PATH, **common)
+    return EngineArgs(model=spec.model_name, tokenizer=spec.tokenizer, **common)
+
+
+def build_engine(spec: RunSpec) -> BuiltV1Engine:
+    """Construct the engine; raise ConfigError for anything the user can fix."""
+    _check_spec(spec)
+    if spec.backend == "gpu" and not cuda_available():
+        raise ConfigError("the gpu backend needs a CUDA device and none was found: "
+                          "use --backend sim")
+    if spec.backend == "sim":
+        from engine.adapters.v1.platform import prepare_sim_process
+
+        prepare_sim_process()  # before vLLM reads its environment
+    import vllm
+
+    logs.install()
+    args = engine_args(spec)
+    try:
+        engine = fam.construct(args)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, OSError) as exc:
+        text = str(exc).strip().splitlines()
+        raise ConfigError(f"vLLM rejected the engine config: "
+                          f"{text[0] if text else type(exc).__name__}") from None
+    engine_core = fam.engine_core_of(engine)
+    config = fam.vllm_config_of(engine)
+    return BuiltV1Engine(
+        engine=engine,
+        engine_core=engine_core,
+        scheduler=fam.scheduler_of(engine_core),
+        model=spec.model_name,
+        vllm_version=vllm.__version__,
+        max_model_len=config.model_config.max_model_len,
+        engine_config=_summarize_config(config),
+    )

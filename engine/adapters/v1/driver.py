@@ -1,0 +1,92 @@
+"""The V1 engine behind the Session's driver interface (engine.adapters.driver): vLLM's V1
+`LLMEngine` with its EngineCore in this process (engine.adapters.v1.build), its Scheduler
+instrumented by engine.adapters.v1.hooks, each step read by engine.adapters.v1.step_record,
+and its executor timed by engine.adapters.exec_timing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.adapters import exec_timing
+from engine.adapters.v1 import family_v033 as fam
+from engine.adapters.v1 import hooks as v1_hooks
+from engine.adapters.v1.build import build_engine
+from engine.adapters.v1.step_record import StepReader
+from engine.costmodel import CostModel
+from engine.policy import Policy
+from engine.spec import RunSpec
+from engine.stream.records import V1StepRecord
+from engine.workload import Request
+
+
+class V1Driver:
+    kind = "v1"
+
+    def __init__(self, spec: RunSpec, policy: Policy) -> None:
+        built = build_engine(spec)
+        self.spec = spec
+        self.built = built
+        self.engine = built.engine
+        self.scheduler = built.scheduler
+        self.vllm_version = built.vllm_version
+        self.model = built.model
+        self.max_model_len = built.max_model_len
+        self.engine_config = built.engine_config
+        self.count_tokens = None
+        self.hook = v1_hooks.attach(built.scheduler, policy)
+        self.reader = StepReader(built.scheduler)
+        self.exec_timer = exec_timing.ExecTimer(built.engine_core)
+        self._params: dict[int, Any] = {}  # max_tokens -> SamplingParams
+        self._finished: list[str] = []
+
+    def blocks_line(self) -> str:
+        return (f"{fam.total_blocks(self.scheduler):,} GPU blocks of {self.spec.block_size} "
+                f"tokens (V1: no swap space)")
+
+    def _sampling_params(self, max_tokens: int) -> Any:
+        params = self._params.get(max_tokens)
+        if params is None:
+            from vllm import SamplingParams
+
+            params = SamplingParams(n=1, max_tokens=max_tokens, ignore_eos=True,
+                                    detokenize=False)
+            self._params[max_tokens] = params
+        return params
+
+    def add_request(self, request: Request, arrival_time: float) -> int:
+        self.engine.add_request(request.request_id,
+                                {"prompt_token_ids": request.prompt_token_ids},
+                                self._sampling_params(request.max_tokens),
+                                arrival_time=arrival_time)
+        return len(request.prompt_token_ids)
+
+    def has_unfinished_requests(self) -> bool:
+        return self.engine.has_unfinished_requests()
+
+    def step(self) -> None:
+        hook = self.hook
+        hook.current = v1_hooks.V1Capture(hook.policy)  # a step that schedules nothing
+        outputs = self.engine.step()
+        self._finished = [o.request_id for o in outputs if o.finished]
+
+    def step_record(self, step: int, cost: CostModel, sim_start_s: float,
+                    wall_s: float) -> V1StepRecord:
+        record = self.reader.build(step, self.hook.current, cost, sim_start_s, wall_s,
+                                   self._finished)
+        record.exec_s = self.exec_timer.take()
+        return record
+
+    def set_policy(self, policy: Policy, source: str) -> None:
+        self.hook.set_policy(policy, source)  # applied when the next step schedules
+
+    def abort_state(self) -> dict[str, int]:
+        scheduler = self.scheduler
+        total = fam.total_blocks(scheduler)
+        return {"running": len(fam.running(scheduler)), "swapped": 0,
+                "waiting": fam.waiting_count(scheduler),
+                "gpu_used": max(0, total - fam.free_blocks(scheduler)), "gpu_total": total,
+                "cpu_used": 0, "cpu_total": 0}
+
+
+def build_driver(spec: RunSpec, policy: Policy) -> V1Driver:
+    return V1Driver(spec, policy)

@@ -1,0 +1,166 @@
+"""vLLM 0.33's V1 API family: every private name the V1 hooks, step reader and builder use.
+
+Kept in one small module so a release that renames them changes one file. What is read:
+- the Scheduler: `requests`, `running`, `waiting`, `kv_cache_manager` (its `block_pool`),
+  `scheduler_reserve_full_isl` (cached from SchedulerConfig at start, read at each admission:
+  the `full-isl` policy switches it live), `_inflight_prefill_reserved_blocks()` (the blocks
+  the prefills in flight still need to finish, vLLM's own arithmetic), `max_num_scheduled_tokens`,
+  and the wrapped methods `schedule`, `_preempt_request` and `kv_cache_manager.allocate_slots`
+  (its `full_sequence_must_fit` and `reserved_blocks` arguments);
+- a Request: `request_id`, `status`, `num_computed_tokens`, `num_tokens` (prompt plus outputs),
+  `num_output_tokens`, `num_preemptions`;
+- a SchedulerOutput: `num_scheduled_tokens`, `scheduled_new_reqs`, `scheduled_cached_reqs`
+  (`resumed_req_ids`, `num_computed_tokens`), `finished_req_ids`;
+- the engine: `LLMEngine.engine_core` (the InprocClient) `.engine_core` (the EngineCore).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm.v1.request import RequestStatus
+
+from engine.spec import RunSpec
+
+_ADMITTING = (RequestStatus.WAITING, RequestStatus.PREEMPTED)
+
+
+# ---- building ---------------------------------------------------------------------------------
+def engine_kwargs(spec: RunSpec) -> dict[str, Any]:
+    return {"scheduler_reserve_full_isl": spec.scheduler_reserve_full_isl}
+
+
+def construct(args: Any) -> Any:
+    from vllm.v1.engine.llm_engine import LLMEngine
+
+    return LLMEngine.from_engine_args(args)
+
+
+def engine_core_of(engine: Any) -> Any:
+    return engine.engine_core.engine_core
+
+
+def vllm_config_of(engine: Any) -> Any:
+    return engine.vllm_config
+
+
+def scheduler_of(engine_core: Any) -> Any:
+    return engine_core.scheduler
+
+
+# ---- the scheduler ----------------------------------------------------------------------------
+def reserve_full_isl(scheduler: Any) -> bool:
+    return bool(scheduler.scheduler_reserve_full_isl)
+
+
+def set_reserve_full_isl(scheduler: Any, value: bool) -> None:
+    scheduler.scheduler_reserve_full_isl = value
+
+
+def block_size(scheduler: Any) -> int:
+    return scheduler.block_size
+
+
+def running(scheduler: Any) -> list:
+    return scheduler.running
+
+
+def waiting_count(scheduler: Any) -> int:
+    return len(scheduler.waiting)
+
+
+def requests(scheduler: Any) -> dict[str, Any]:
+    return scheduler.requests
+
+
+def kv_cache_manager(scheduler: Any) -> Any:
+    return scheduler.kv_cache_manager
+
+
+def free_blocks(scheduler: Any) -> int:
+    return scheduler.kv_cache_manager.block_pool.get_num_free_blocks()
+
+
+def total_blocks(scheduler: Any) -> int:
+    """Usable blocks: the pool less vLLM's null block."""
+    return scheduler.kv_cache_manager.block_pool.num_gpu_blocks - 1
+
+
+def inflight_reserved_blocks(scheduler: Any) -> int:
+    """The blocks the prefills in flight still need to finish (vLLM's own reservation)."""
+    return scheduler._inflight_prefill_reserved_blocks()
+
+
+def blocks_to_reach(scheduler: Any, request: Any, num_tokens: int) -> int:
+    """Blocks `request` must still get to hold `num_tokens` tokens, by vLLM's own arithmetic
+    (as the scheduler's `_request_remaining_blocks` counts them; prefix hits not counted)."""
+    manager = scheduler.kv_cache_manager
+    return manager.coordinator.get_num_blocks_to_allocate(
+        request_id=request.request_id,
+        num_tokens=num_tokens,
+        new_computed_blocks=manager.empty_kv_cache_blocks.blocks,
+        num_encoder_tokens=0,
+        total_computed_tokens=request.num_computed_tokens,
+        num_local_computed_tokens=request.num_computed_tokens,
+        num_tokens_main_model=num_tokens,
+        apply_admission_cap=True,
+        prefill_end=max(request.num_prompt_tokens, request.num_tokens - 1),
+    )
+
+
+def token_budget(scheduler: Any) -> int:
+    return scheduler.max_num_scheduled_tokens
+
+
+# ---- a request --------------------------------------------------------------------------------
+def request_id(request: Any) -> str:
+    return request.request_id
+
+
+def is_admitting(request: Any) -> bool:
+    """Waiting for its first admission or to resume after a preemption."""
+    return request.status in _ADMITTING
+
+
+def computed_tokens(request: Any) -> int:
+    return request.num_computed_tokens
+
+
+def context_tokens(request: Any) -> int:
+    return request.num_tokens
+
+
+def output_tokens(request: Any) -> int:
+    return request.num_output_tokens
+
+
+def preemptions(request: Any) -> int:
+    return request.num_preemptions
+
+
+# ---- a SchedulerOutput ------------------------------------------------------------------------
+def scheduled_tokens(output: Any) -> dict[str, int]:
+    return output.num_scheduled_tokens
+
+
+def finished_ids(output: Any) -> set[str]:
+    return output.finished_req_ids
+
+
+def new_ids(output: Any) -> list[str]:
+    return [new.req_id for new in output.scheduled_new_reqs]
+
+
+def resumed_ids(output: Any) -> set[str]:
+    return output.scheduled_cached_reqs.resumed_req_ids
+
+
+def admitted_cached_tokens(output: Any) -> int:
+    """Tokens the requests admitted this step found already computed (the prefix cache): new
+    requests' and resumed requests' computed tokens at admission."""
+    hits = sum(new.num_computed_tokens for new in output.scheduled_new_reqs)
+    cached = output.scheduled_cached_reqs
+    if cached.resumed_req_ids:
+        hits += sum(n for rid, n in zip(cached.req_ids, cached.num_computed_tokens)
+                    if rid in cached.resumed_req_ids)
+    return hits

@@ -1,0 +1,241 @@
+"""The observatory's hooks on vLLM's V1 Scheduler: observation and the V1 policies.
+
+`attach(scheduler)` instruments an existing `vllm.v1.core.sched.scheduler.Scheduler` instance,
+however it was built, without subclassing it: it wraps three bound methods on the instance.
+What each reads or wraps of vLLM's private API is in the release family's module
+(family_v033.py); this module is the logic.
+
+- `schedule` (public): the step boundary. Applies a pending policy change, sets vLLM's own
+  `scheduler_reserve_full_isl` for `full-isl`, captures the SchedulerOutput, and counts the
+  tokens each request computes again after a preemption (against the most it ever computed).
+- `_preempt_request`: captures each victim and the computed tokens it loses (V1 preempts only
+  by recompute: vLLM frees its blocks and sets its computed tokens to 0).
+- `kv_cache_manager.allocate_slots`, two rules, each with vLLM's own arithmetic:
+  - `whole-context` (admission): a waiting or preempted request is refused unless the free
+    blocks hold its whole context (prompt plus outputs so far) plus what the prefills in
+    flight still need to finish (the scheduler's own `_inflight_prefill_reserved_blocks()`,
+    which 0.33 applies only to async KV loads, and which its `scheduler_reserve_full_isl`
+    check ignores). The refusal is None, what vLLM's allocator returns when blocks are short,
+    so vLLM's own code stops admitting this step.
+  - `least-computed` (victim, vLLM PR #53723): when a running request's allocation fails, vLLM's
+    FCFS path preempts `running[-1]`, the last admitted. Before it looks, the hook moves the
+    request with the fewest computed tokens among those not yet scheduled this step (the one
+    being allocated and those after it, which vLLM's FCFS bookkeeping requires; the latest on a
+    tie) to the end of the list, so vLLM's own code preempts it and the others keep their order.
+  With `off` and `full-isl` it calls the original and changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from engine.adapters.driver import HookError
+from engine.adapters.v1 import family_v033 as fam
+from engine.policy import Policy, parse_policy
+
+
+class _OwnCode:
+    """`with _OwnCode("hook x"):` turns any exception from the block into a HookError."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> None:  # noqa: ANN001
+        if exc is not None and isinstance(exc, Exception) and not isinstance(exc, HookError):
+            raise HookError(self.where, exc) from exc
+
+
+_OWN_SCHEDULE = _OwnCode("hook schedule")
+_OWN_PREEMPT = _OwnCode("hook _preempt_request")
+_OWN_ALLOCATE = _OwnCode("hook allocate_slots")
+
+
+@dataclass
+class V1Capture:
+    """What the hooks saw during one `Scheduler.schedule()` call."""
+
+    policy: Policy
+    output: Any = None  # vLLM's SchedulerOutput
+    preempted: list[tuple[str, int, int]] = field(default_factory=list)  # (id, lost, count)
+    recomputed_tokens: int = 0
+    prompt_tokens: int = 0  # scheduled before a request's sample: chunks and recompute
+    generated_tokens: int = 0  # requests that sample this step
+    decode_reqs: int = 0  # requests scheduled exactly their next token
+    first_tokens: list[str] = field(default_factory=list)
+    withheld: bool = False
+    held_back: int = 0
+
+
+class V1SchedulerHook:
+    """Handle returned by `attach`. Thread-safe policy changes, applied at step boundaries."""
+
+    def __init__(self, scheduler: Any, policy: Policy) -> None:
+        self.scheduler = scheduler
+        self._policy = policy
+        self._pending: tuple[Policy, str] | None = None
+        self._lock = threading.Lock()
+        self._originals: dict[str, Callable[..., Any]] = {}
+        self.configured_full_isl = fam.reserve_full_isl(scheduler)  # vLLM as configured
+        self.block_size = fam.block_size(scheduler)
+        self.steps_scheduled = 0
+        self.current = V1Capture(policy)
+        self.high_water: dict[str, int] = {}  # request id -> most tokens it ever had computed
+        self.changes: list[tuple[int, Policy, Policy, str]] = []
+
+    # ----------------------------------------------------------------- policy control
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    def set_policy(self, policy: str | Policy, source: str = "api") -> None:
+        """Ask for `policy` from the next step on. Safe from any thread."""
+        with self._lock:
+            self._pending = (parse_policy(policy), source)
+
+    def _apply_pending(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None and pending[0] != self._policy:
+            self.changes.append((self.steps_scheduled, self._policy, pending[0], pending[1]))
+            self._policy = pending[0]
+        policy = self._policy
+        fam.set_reserve_full_isl(self.scheduler, policy.admission == "full-isl"
+                                 or self.configured_full_isl)
+
+    # ----------------------------------------------------------------- wrappers
+    def _install(self) -> None:
+        scheduler = self.scheduler
+        for name in ("schedule", "_preempt_request"):
+            if name in vars(scheduler):
+                raise RuntimeError(f"scheduler already has an instance attribute {name!r}; "
+                                   f"is an observatory hook already attached?")
+            self._originals[name] = getattr(scheduler, name)
+        manager = fam.kv_cache_manager(scheduler)
+        self._originals["allocate_slots"] = manager.allocate_slots
+        scheduler.schedule = self._schedule
+        scheduler._preempt_request = self._preempt_request
+        manager.allocate_slots = self._allocate_slots
+
+    def detach(self) -> None:
+        """Put the scheduler back as it was."""
+        vars(self.scheduler).pop("schedule", None)
+        vars(self.scheduler).pop("_preempt_request", None)
+        vars(fam.kv_cache_manager(self.scheduler)).pop("allocate_slots", None)
+        fam.set_reserve_full_isl(self.scheduler, self.configured_full_isl)
+        self._originals.clear()
+
+    def _schedule(self, *args, **kwargs):  # noqa: ANN002, ANN003
+        with _OWN_SCHEDULE:
+            self._apply_pending()
+            self.current = capture = V1Capture(self._policy)
+        output = self._originals["schedule"](*args, **kwargs)
+        with _OWN_SCHEDULE:
+            capture.output = output
+            self._count_tokens(capture, output)
+            self.steps_scheduled += 1
+        return output
+
+    def _count_tokens(self, capture: V1Capture, output: Any) -> None:
+        """Classify the step's scheduled tokens before the step samples. Recomputed: tokens a
+        request had computed before and lost (its range [computed before, + scheduled) against
+        the most it ever computed). A request samples when that range reaches its whole
+        context (prompt plus outputs so far); exactly its next token is a decode, anything
+        else is prefill (a chunk, or a recompute)."""
+        high = self.high_water
+        for rid in fam.finished_ids(output):
+            high.pop(rid, None)
+        requests = fam.requests(self.scheduler)
+        again = prompt = generated = decode = 0
+        first: list[str] = []
+        for rid, n in fam.scheduled_tokens(output).items():
+            request = requests[rid]
+            end = fam.computed_tokens(request)  # vLLM already advanced it by n
+            start = end - n
+            before = high.get(rid, 0)
+            if before > start:
+                again += min(end, before) - start
+            if end > before:
+                high[rid] = end
+            context = fam.context_tokens(request)
+            if end < context:
+                prompt += n
+                continue
+            generated += 1
+            outputs = fam.output_tokens(request)
+            if outputs == 0:
+                first.append(rid)
+            if n == 1 and outputs > 0:
+                decode += 1
+            else:
+                prompt += n
+        capture.recomputed_tokens = again
+        capture.prompt_tokens = prompt
+        capture.generated_tokens = generated
+        capture.decode_reqs = decode
+        capture.first_tokens = first
+
+    def _preempt_request(self, request: Any, *args, **kwargs):  # noqa: ANN002, ANN003
+        with _OWN_PREEMPT:
+            lost = fam.computed_tokens(request)
+        result = self._originals["_preempt_request"](request, *args, **kwargs)
+        with _OWN_PREEMPT:
+            self.current.preempted.append((fam.request_id(request), lost,
+                                           fam.preemptions(request)))
+        return result
+
+    def _allocate_slots(self, request: Any, num_new_tokens: int, *args, **kwargs):  # noqa
+        with _OWN_ALLOCATE:
+            policy = self._policy
+            admitting = fam.is_admitting(request)
+            if (admitting and policy.admission == "whole-context"
+                    and not self._whole_context_fits(request)):
+                capture = self.current
+                capture.withheld = True
+                capture.held_back = fam.waiting_count(self.scheduler)
+                return None  # what vLLM's allocator says when the blocks are not there
+        blocks = self._originals["allocate_slots"](request, num_new_tokens, *args, **kwargs)
+        if blocks is None and not admitting and policy.victim == "least-computed":
+            with _OWN_ALLOCATE:
+                self._put_victim_last(request)
+        return blocks
+
+    # ----------------------------------------------------------------- the rules
+    def _whole_context_fits(self, request: Any) -> bool:
+        """The free blocks hold `request`'s whole context (prompt plus outputs so far) beside
+        what the prefills in flight still need to finish, both by vLLM's own arithmetic."""
+        scheduler = self.scheduler
+        need = fam.blocks_to_reach(scheduler, request, fam.context_tokens(request))
+        return need + fam.inflight_reserved_blocks(scheduler) <= fam.free_blocks(scheduler)
+
+    # ----------------------------------------------------------------- the victim
+    def _put_victim_last(self, current: Any) -> None:
+        """Move the least-computed request among `current` and those after it in the running
+        list to the end, where vLLM's FCFS preemption takes its victim."""
+        running = fam.running(self.scheduler)
+        start = next((i for i in range(len(running) - 1, -1, -1) if running[i] is current),
+                     None)
+        if start is None:
+            return
+        best = len(running) - 1
+        best_tokens = fam.computed_tokens(running[best])
+        for i in range(len(running) - 2, start - 1, -1):  # latest first: ties keep the latest
+            tokens = fam.computed_tokens(running[i])
+            if tokens < best_tokens:
+                best, best_tokens = i, tokens
+        if best != len(running) - 1:
+            running.append(running.pop(best))
+
+
+def attach(scheduler: Any, policy: str | Policy = "off") -> V1SchedulerHook:
+    """Instrument `scheduler` in place and return the handle that controls the policy."""
+    hook = V1SchedulerHook(scheduler, parse_policy(policy))
+    hook._install()
+    hook._apply_pending()
+    return hook

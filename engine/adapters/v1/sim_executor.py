@@ -1,0 +1,131 @@
+"""The sim backend's executor for vLLM's V1 engine: no weights, no model, no GPU.
+
+vLLM builds it from the dotted path in `distributed_executor_backend` and talks to it only
+through `vllm.v1.executor.abstract.Executor`'s interface, so the real EngineCore, Scheduler and
+KVCacheManager run unchanged around it:
+
+- at start-up it answers the workers' RPCs: the KV-cache spec (one full-attention layer per
+  model layer, sized from the model's config), the free memory (whatever `num_gpu_blocks_override`
+  then overrides), and the rest with what a worker that has nothing to load returns;
+- each step, `execute_model` returns a finished Future holding a `ModelRunnerOutput` that samples
+  one token for every request whose computed tokens reach its whole context this step
+  (`num_computed_tokens + num_scheduled_tokens >= prompt + outputs`), and none for a partial
+  prefill chunk. The sampled token is a constant: the requests stop at their own max_tokens
+  (they ignore EOS), so the run is the same whatever the "model" would have said.
+
+It keeps each request's prompt length from its first scheduling (NewRequestData) across
+preemptions, and its output count from the scheduler's CachedRequestData, and forgets a
+request when the scheduler lists it as finished.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any
+
+from vllm.v1.executor.abstract import Executor
+from vllm.v1.outputs import ModelRunnerOutput
+
+SAMPLED_TOKEN_ID = 7  # any id the vocabulary has; nothing reads it back
+DOTTED_PATH = f"{__name__}.SimExecutor"
+
+
+class SimExecutor(Executor):
+    """vLLM V1 Executor that computes nothing (the sim backend)."""
+
+    uses_ray = False
+    supports_pp = False
+
+    def _init_executor(self) -> None:
+        self._prompt_len: dict[str, int] = {}
+        self._outputs: dict[str, int] = {}
+
+    # ---- start-up RPCs -------------------------------------------------------------------
+    def collective_rpc(self, method, timeout=None, args=(), kwargs=None,  # noqa: ANN001
+                       non_block: bool = False, **extra: Any):
+        name = method if isinstance(method, str) else getattr(method, "__name__", str(method))
+        handler = getattr(self, f"_rpc_{name}", None)
+        if handler is None:
+            result = None
+        else:
+            result = handler(*args, **(kwargs or {}))
+        results = [result]
+        if non_block:
+            future: Future = Future()
+            future.set_result(results)
+            return future
+        return results
+
+    def _rpc_get_kv_cache_spec(self) -> dict[str, Any]:
+        from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+        model_config = self.vllm_config.model_config
+        block_size = self.vllm_config.cache_config.block_size
+        layers = model_config.get_num_layers(self.vllm_config.parallel_config)
+        spec = FullAttentionSpec(
+            block_size=block_size,
+            num_kv_heads=model_config.get_num_kv_heads(self.vllm_config.parallel_config),
+            head_size=model_config.get_head_size(),
+            dtype=model_config.dtype,
+        )
+        return {f"model.layers.{i}.self_attn.attn": spec for i in range(layers)}
+
+    def _rpc_determine_available_memory(self) -> int:
+        # num_gpu_blocks_override decides the real pool; this only has to be enough for it
+        return 1 << 40
+
+    def _rpc_get_supported_kv_cache_layouts(self) -> list[str]:
+        return ["NHD"]
+
+    def _rpc_compile_or_warm_up_model(self) -> Any:
+        from vllm.v1.worker.worker_base import CompilationTimes
+
+        return CompilationTimes(language_model=0.0, encoder=0.0)  # nothing to compile
+
+    def _rpc_get_supported_tasks(self) -> tuple[str, ...]:
+        return ("generate",)
+
+    def check_health(self) -> None:
+        return None
+
+    def shutdown(self) -> None:
+        return None
+
+    # ---- the step ------------------------------------------------------------------------
+    def execute_model(self, scheduler_output, non_block: bool = False):  # noqa: ANN001
+        output = self.sample(scheduler_output)
+        if not non_block:
+            return output
+        future: Future = Future()
+        future.set_result(output)
+        return future
+
+    def sample(self, so: Any) -> ModelRunnerOutput:
+        prompt_len, outputs = self._prompt_len, self._outputs
+        for rid in so.finished_req_ids:
+            prompt_len.pop(rid, None)
+            outputs.pop(rid, None)
+        scheduled = so.num_scheduled_tokens
+        req_ids: list[str] = []
+        sampled: list[list[int]] = []
+        for new in so.scheduled_new_reqs:
+            rid = new.req_id
+            prompt_len[rid] = len(new.prompt_token_ids)
+            outputs[rid] = 0
+            req_ids.append(rid)
+            sampled.append(self._sample(rid, new.num_computed_tokens + scheduled[rid]))
+        cached = so.scheduled_cached_reqs
+        for i, rid in enumerate(cached.req_ids):
+            outputs[rid] = cached.num_output_tokens[i]
+            req_ids.append(rid)
+            sampled.append(self._sample(rid, cached.num_computed_tokens[i] + scheduled[rid]))
+        return ModelRunnerOutput(req_ids=req_ids,
+                                 req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
+                                 sampled_token_ids=sampled)
+
+    def _sample(self, rid: str, computed_after: int) -> list[int]:
+        context = self._prompt_len[rid] + self._outputs[rid]
+        if computed_after < context:
+            return []  # a partial prefill chunk: nothing to sample yet
+        self._outputs[rid] += 1
+        return [SAMPLED_TOKEN_ID]

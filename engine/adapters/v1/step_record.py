@@ -1,0 +1,89 @@
+"""Assemble a V1StepRecord from what the hooks captured and what the step left behind.
+
+Called once per step, right after `LLMEngine.step()` returns, when vLLM's `update_from_output`
+has run: queue sizes, finished requests and KV usage are the step's outcome. The tokens each
+request was scheduled come from the step's SchedulerOutput, split as vLLM splits them: new
+requests, requests resumed after a preemption, and requests already running; the hooks
+classified them before the step sampled (engine.adapters.v1.hooks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.adapters.v1 import family_v033 as fam
+from engine.adapters.v1.hooks import V1Capture
+from engine.costmodel import CostModel
+from engine.stream.records import V1StepRecord
+
+
+class StepReader:
+    """Builds each step's record; keeps the per-run count a record carries (finished)."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+        self.finished_total = 0
+        self.computed_total = 0
+        self.recomputed_total = 0
+        self.preemptions_total = 0
+        self.token_budget = fam.token_budget(scheduler)
+        self.gpu_total = fam.total_blocks(scheduler)
+
+    def build(self, step: int, capture: V1Capture, cost: CostModel, sim_start_s: float,
+              wall_s: float, finished: list[str]) -> V1StepRecord:
+        scheduler = self.scheduler
+        output = capture.output
+        new: list[tuple[str, int]] = []
+        resumed: list[tuple[str, int]] = []
+        running: list[tuple[str, int]] = []
+        prefix_hits = 0
+        if output is not None:
+            scheduled = fam.scheduled_tokens(output)
+            new_ids = fam.new_ids(output)
+            resumed_ids = fam.resumed_ids(output)
+            new = [(rid, scheduled[rid]) for rid in new_ids]
+            seen = set(new_ids)
+            for rid, n in scheduled.items():
+                if rid in seen:
+                    continue
+                (resumed if rid in resumed_ids else running).append((rid, n))
+            prefix_hits = fam.admitted_cached_tokens(output)
+        self.finished_total += len(finished)
+        batched = sum(n for _, n in (*new, *resumed, *running))
+        self.computed_total += batched
+        self.recomputed_total += capture.recomputed_tokens
+        self.preemptions_total += len(capture.preempted)
+        live = fam.running(scheduler)
+        kv_tokens = sum(fam.computed_tokens(r) for r in live)
+        sim_step_s = cost.step_seconds(capture.prompt_tokens, capture.decode_reqs, kv_tokens)
+        return V1StepRecord(
+            step=step,
+            wall_s=wall_s,
+            sim_s=sim_start_s + sim_step_s,
+            sim_step_s=sim_step_s,
+            policy=str(capture.policy),
+            running=len(live),
+            waiting=fam.waiting_count(scheduler),
+            finished_total=self.finished_total,
+            gpu_used=max(0, self.gpu_total - fam.free_blocks(scheduler)),
+            gpu_total=self.gpu_total,
+            kv_tokens=kv_tokens,
+            batched_tokens=batched,
+            token_budget=self.token_budget,
+            new=new,
+            resumed=resumed,
+            scheduled=running,
+            preempted=list(capture.preempted),
+            prefix_hit_tokens=prefix_hits,
+            recomputed_tokens=capture.recomputed_tokens,
+            prompt_tokens=capture.prompt_tokens,
+            generated_tokens=capture.generated_tokens,
+            decode_reqs=capture.decode_reqs,
+            first_tokens=capture.first_tokens,
+            finished=finished,
+            withheld=capture.withheld,
+            held_back=capture.held_back,
+            computed_total=self.computed_total,
+            recomputed_total=self.recomputed_total,
+            preemptions_total=self.preemptions_total,
+        )
