@@ -249,6 +249,22 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
         return 0
 
     @property
+    def committed_blocks(self) -> None:
+        return None  # the worst-case demand of `reserve` is a V0 notion (sequence groups)
+
+    @property
+    def committed_slack(self) -> None:
+        return None
+
+    @property
+    def capacity_blocks(self) -> int:
+        return self.gpu_total
+
+    @property
+    def overcommitted(self) -> bool:
+        return False
+
+    @property
     def gpu_pct(self) -> float:
         return 100.0 * self.gpu_used / self.gpu_total if self.gpu_total else 0.0
 
