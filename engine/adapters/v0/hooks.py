@@ -31,13 +31,13 @@ Ids in captures are requests: from 0.6.4 on, the parent of a fanned-out group.
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Callable, Iterable, Iterator
 
 from engine.adapters.driver import HookError  # noqa: F401  (raised here; the Session catches it)
+from engine.adapters.hook_base import OwnCode, PolicySwitch
 from engine.adapters.versions import family
 from engine.policy import (Demand, Policy, PrefillGate, admissible, parse_policy,
                            withholds_prefills)
@@ -46,24 +46,7 @@ _WRAPPED = ("schedule", "_schedule_running", "_schedule_swapped", "_schedule_pre
             "_preempt")
 
 
-class _OwnCode:
-    """`with _OwnCode("hook x"):` turns any exception from the block into a HookError.
-    A plain class (not @contextmanager): it runs several times per step."""
-
-    __slots__ = ("where",)
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, exc, tb) -> None:  # noqa: ANN001
-        if exc is not None and isinstance(exc, Exception) and not isinstance(exc, HookError):
-            raise HookError(self.where, exc) from exc
-
-
-_OWN = {name: _OwnCode(f"hook {name}") for name in _WRAPPED}
+_OWN = {name: OwnCode(f"hook {name}") for name in _WRAPPED}
 
 
 @dataclass
@@ -86,38 +69,17 @@ class StepCapture:
     recomputed_not_swapped: int = 0  # victims reserve recomputed because the CPU was full
 
 
-class SchedulerHook:
+class SchedulerHook(PolicySwitch):
     """Handle returned by `attach`. Thread-safe policy changes, applied at step boundaries."""
 
     def __init__(self, scheduler: Any, policy: Policy) -> None:
+        super().__init__(policy)
         self.scheduler = scheduler
         self._family = family()
-        self._policy = policy
-        self._pending: tuple[Policy, str] | None = None
-        self._lock = threading.Lock()
         self._originals: dict[str, Callable[..., Any]] = {}
-        self.steps_scheduled = 0
         self.current = StepCapture(policy)
-        self.changes: list[tuple[int, Policy, Policy, str]] = []  # (step, old, new, source)
         # groups preempted by recompute: back in `waiting` but admitted (their demand counts)
         self._parked: dict[str, Any] = {}
-
-    # ----------------------------------------------------------------- policy control
-    @property
-    def policy(self) -> Policy:
-        return self._policy
-
-    def set_policy(self, policy: str | Policy, source: str = "api") -> None:
-        """Ask for `policy` from the next step on. Safe from any thread."""
-        with self._lock:
-            self._pending = (parse_policy(policy), source)
-
-    def _apply_pending(self) -> None:
-        with self._lock:
-            pending, self._pending = self._pending, None
-        if pending is not None and pending[0] != self._policy:
-            self.changes.append((self.steps_scheduled, self._policy, pending[0], pending[1]))
-            self._policy = pending[0]
 
     # ----------------------------------------------------------------- wrappers
     def _install(self) -> None:

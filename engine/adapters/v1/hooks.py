@@ -27,34 +27,18 @@ What each reads or wraps of vLLM's private API is in the release family's module
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from engine.adapters.driver import HookError
+from engine.adapters.driver import HookError  # noqa: F401  (raised through OwnCode; the Session catches it)
+from engine.adapters.hook_base import OwnCode, PolicySwitch
 from engine.adapters.v1 import family_v033 as fam
 from engine.policy import Policy, parse_policy
 
 
-class _OwnCode:
-    """`with _OwnCode("hook x"):` turns any exception from the block into a HookError."""
-
-    __slots__ = ("where",)
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, exc, tb) -> None:  # noqa: ANN001
-        if exc is not None and isinstance(exc, Exception) and not isinstance(exc, HookError):
-            raise HookError(self.where, exc) from exc
-
-
-_OWN_SCHEDULE = _OwnCode("hook schedule")
-_OWN_PREEMPT = _OwnCode("hook _preempt_request")
-_OWN_ALLOCATE = _OwnCode("hook allocate_slots")
+_OWN_SCHEDULE = OwnCode("hook schedule")
+_OWN_PREEMPT = OwnCode("hook _preempt_request")
+_OWN_ALLOCATE = OwnCode("hook allocate_slots")
 
 
 @dataclass
@@ -73,38 +57,21 @@ class V1Capture:
     held_back: int = 0
 
 
-class V1SchedulerHook:
+class V1SchedulerHook(PolicySwitch):
     """Handle returned by `attach`. Thread-safe policy changes, applied at step boundaries."""
 
     def __init__(self, scheduler: Any, policy: Policy) -> None:
+        super().__init__(policy)
         self.scheduler = scheduler
-        self._policy = policy
-        self._pending: tuple[Policy, str] | None = None
-        self._lock = threading.Lock()
         self._originals: dict[str, Callable[..., Any]] = {}
         self.configured_full_isl = fam.reserve_full_isl(scheduler)  # vLLM as configured
         self.block_size = fam.block_size(scheduler)
-        self.steps_scheduled = 0
         self.current = V1Capture(policy)
         self.high_water: dict[str, int] = {}  # request id -> most tokens it ever had computed
-        self.changes: list[tuple[int, Policy, Policy, str]] = []
 
     # ----------------------------------------------------------------- policy control
-    @property
-    def policy(self) -> Policy:
-        return self._policy
-
-    def set_policy(self, policy: str | Policy, source: str = "api") -> None:
-        """Ask for `policy` from the next step on. Safe from any thread."""
-        with self._lock:
-            self._pending = (parse_policy(policy), source)
-
     def _apply_pending(self) -> None:
-        with self._lock:
-            pending, self._pending = self._pending, None
-        if pending is not None and pending[0] != self._policy:
-            self.changes.append((self.steps_scheduled, self._policy, pending[0], pending[1]))
-            self._policy = pending[0]
+        super()._apply_pending()
         policy = self._policy
         fam.set_reserve_full_isl(self.scheduler, policy.admission == "full-isl"
                                  or self.configured_full_isl)

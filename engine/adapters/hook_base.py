@@ -1,0 +1,59 @@
+"""What every engine kind's scheduler hook shares: turning our own exceptions into HookError,
+and the thread-safe policy switch that applies at a step boundary.
+
+Why here: the V0 and V1 hooks wrap different vLLM methods, but a policy asked for from the UI
+thread must reach both the same way (never mid-step), and a bug in either must be reported as
+the observatory's, not vLLM's.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from engine.adapters.driver import HookError
+from engine.policy import Policy, parse_policy
+
+
+class OwnCode:
+    """`with OwnCode("hook x"):` turns any exception from the block into a HookError.
+    A plain class (not @contextmanager): it runs several times per step."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> None:  # noqa: ANN001
+        if exc is not None and isinstance(exc, Exception) and not isinstance(exc, HookError):
+            raise HookError(self.where, exc) from exc
+
+
+class PolicySwitch:
+    """The policy in force, and the one asked for from another thread, applied by the hook at
+    the start of the next step. `changes` lists (step, old, new, source) for PolicyChanged."""
+
+    def __init__(self, policy: Policy) -> None:
+        self._policy = policy
+        self._pending: tuple[Policy, str] | None = None
+        self._lock = threading.Lock()
+        self.steps_scheduled = 0
+        self.changes: list[tuple[int, Policy, Policy, str]] = []
+
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    def set_policy(self, policy: str | Policy, source: str = "api") -> None:
+        """Ask for `policy` from the next step on. Safe from any thread."""
+        with self._lock:
+            self._pending = (parse_policy(policy), source)
+
+    def _apply_pending(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is not None and pending[0] != self._policy:
+            self.changes.append((self.steps_scheduled, self._policy, pending[0], pending[1]))
+            self._policy = pending[0]
