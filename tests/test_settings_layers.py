@@ -7,7 +7,9 @@ fails here instead of silently going untested.
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
+
 import msgspec
 import pytest
 
@@ -47,8 +49,15 @@ SAMPLES: dict[str, tuple[str, str]] = {
     "toggles": ("100:strict", '"100:strict"'),
     "cost": ("base_s=0.002", "{ base_s = 0.002 }"),
     "lengths": ("early_share=0.5", "{ early_share = 0.5 }"),
+    # V1 knobs: a V0 spec carries them too (they resolve the same everywhere)
+    "enable_prefix_caching": ("true", "true"),
+    "scheduler_reserve_full_isl": ("false", "false"),
+    "long_prefill_token_threshold": ("128", "128"),
+    "min_tokens": ("16", "16"),
+    "prompt_len_max": ("64", "64"),
 }
 FLAGS = dict(iter_flags(RunSpec))
+HINTS = typing.get_type_hints(RunSpec, include_extras=True)
 BASE = ["--preset", "demo"]
 
 
@@ -59,7 +68,7 @@ def parse(*argv: str):
 
 def flag_argv(field: str, text: str) -> list[str]:
     flag = FLAGS[field]
-    if field == "enable_chunked_prefill":  # a BooleanOptionalAction: --no-chunked-prefill
+    if typing.get_args(HINTS[field])[:1] == (bool,):  # a BooleanOptionalAction: --no-flag
         return [flag if text == "true" else "--no-" + flag.lstrip("-")]
     return [flag, text]
 
