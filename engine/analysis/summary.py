@@ -243,7 +243,6 @@ class SummaryBuilder:
             overcommitted_at_step=self.overcommitted_at,
         )
 
-
     def _v1_result(self) -> V1Summary:
         abort = self.abort
         return V1Summary(
