@@ -126,8 +126,10 @@ class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=
     @property
     def overcommitted(self) -> bool:
         """The demand admitted (with a swap-out's slack) no longer fits GPU + CPU: a swap-out
-        can overflow the CPU unless groups end early. False when not recorded."""
-        if self.committed_blocks is None:
+        can overflow the CPU unless groups end early. False when not recorded, and when the
+        slack is 0: every victim can then be recomputed (reserve from vLLM 0.6.4, where each
+        group is one sequence), so no swap-out has to fit in the CPU."""
+        if self.committed_blocks is None or self.committed_slack == 0:
             return False
         return self.committed_blocks + (self.committed_slack or 0) > self.capacity_blocks
 
