@@ -202,6 +202,25 @@ class RunSpec(msgspec.Struct, kw_only=True):
         return self
 
 
+_V1_THRASH: dict[str, Any] = {
+    "model": "llama-16k",
+    "requests": 32,
+    "n": 1,
+    "prompt_len": 4096,
+    "prompt_len_max": 8192,
+    "min_tokens": 256,
+    "max_tokens": 1024,
+    "block_size": 16,
+    "num_gpu_blocks": 1200,
+    "max_num_batched_tokens": 512,
+    "max_num_seqs": 256,
+    "enable_prefix_caching": False,
+    "scheduler_reserve_full_isl": False,
+    "burst_size": 8,
+}
+"""#25538 as reported (the `v1-thrash` preset); `v1-concurrent-prefill` differs only in its
+admission settings."""
+
 PRESETS: dict[str, dict[str, Any]] = {
     # vLLM issue #5578 exactly: LLM(model="facebook/opt-125m", enable_chunked_prefill=True,
     # max_num_batched_tokens=4096, num_gpu_blocks_override=8192), default swap_space=4 GiB,
@@ -237,40 +256,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     # vLLM's V1 engine (0.11+; vllm033). #25538 as reported: vLLM's own
     # scheduler_reserve_full_isl off, prompts of 4k-8k tokens, a token budget smaller than a
     # prompt, no prefix caching, and a KV cache for about 2.4 prompts (1,200 blocks of 16).
-    "v1-thrash": {
-        "model": "llama-16k",
-        "requests": 32,
-        "n": 1,
-        "prompt_len": 4096,
-        "prompt_len_max": 8192,
-        "min_tokens": 256,
-        "max_tokens": 1024,
-        "block_size": 16,
-        "num_gpu_blocks": 1200,
-        "max_num_batched_tokens": 512,
-        "max_num_seqs": 256,
-        "enable_prefix_caching": False,
-        "scheduler_reserve_full_isl": False,
-        "burst_size": 8,
-    },
+    "v1-thrash": _V1_THRASH,
     # The 0.33 default (scheduler_reserve_full_isl on) with several prefills in flight: its
     # check ignores what the prefills in flight will still claim, and the thrash remains.
     "v1-concurrent-prefill": {
-        "model": "llama-16k",
-        "requests": 32,
-        "n": 1,
-        "prompt_len": 4096,
-        "prompt_len_max": 8192,
-        "min_tokens": 256,
-        "max_tokens": 1024,
-        "block_size": 16,
-        "num_gpu_blocks": 1200,
-        "max_num_batched_tokens": 512,
-        "max_num_seqs": 256,
-        "enable_prefix_caching": False,
+        **_V1_THRASH,
         "scheduler_reserve_full_isl": True,
         "long_prefill_token_threshold": 128,
-        "burst_size": 8,
     },
 }
 
