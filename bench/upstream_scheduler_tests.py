@@ -33,6 +33,9 @@ def main() -> None:
                                                                            "skipped", "error")}
     print(f"vLLM {release.version}: {len(bare)} tests in {', '.join(upstream_tests.TEST_FILES)}; "
           f"bare vLLM: {', '.join(f'{n} {o}' for o, n in counts.items() if n)}")
+    for name, outcome in bare.items():
+        if outcome.outcome in ("failed", "error"):
+            print(f"  bare {outcome.outcome}: {name}: {outcome.line[:160]}")
     for policy in filter(None, (p.strip() for p in args.policies.split(","))):
         outcomes = upstream_tests.run(policy)
         diff = upstream_tests.changed(bare, outcomes)
