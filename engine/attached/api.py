@@ -130,6 +130,7 @@ def _observe(tap: Any, policy: Policy, *, address: tuple[str, int] | None,
     tap.hear(observer.before_step, observer.after_step, observer.aborted, observer.added)
     if address is not None:
         registry.serve(observer, address, token)
+    observer.start()
     registry.remember(observer)
     return Handle(tap, observer)
 

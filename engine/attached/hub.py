@@ -101,10 +101,8 @@ class Hub:
             upstream = socket.create_connection((host, int(port)), timeout=HANDSHAKE_TIMEOUT_S)
             upstream.settimeout(None)
             sock.settimeout(None)
-            upstream.sendall(line)
-            buffered = stream.peek(0) if hasattr(stream, "peek") else b""
-            if buffered:
-                upstream.sendall(stream.read1(len(buffered)))
+            upstream.sendall(line)  # then whatever the client sent after it (read1 drains
+            # the reader's buffer before it reads the socket again)
             threading.Thread(target=_pipe, args=(upstream, sock), daemon=True).start()
             _pipe_from(stream, upstream, sock)
         except OSError:

@@ -86,6 +86,10 @@ class Observer:
         except ConfigError as exc:
             self._warn(f"not recording engine {name}: {exc}")
             self.recording = RecordingController(None, self._on_status)
+
+    def start(self) -> None:
+        """Begin the stream (the Header), once its server (if any) listens, so every client
+        gets the whole stream."""
         self._emit(self.header)
         self.outbox.publish(StateChanged(state=RunState.RUNNING, step=0))
 
@@ -188,7 +192,7 @@ class Observer:
             self.sim_s = record.sim_s
             self._emit(record)
             self.step = step + 1
-            if self._acks:
+            if self._acks and not hook.has_pending:  # the change (if any) is in the stream
                 with self._lock:
                     acks, self._acks = self._acks, []
                 for ack in acks:

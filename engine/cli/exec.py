@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -127,10 +128,17 @@ def _start_hub(args: argparse.Namespace, env: dict[str, str]):  # noqa: ANN202
     from engine.attached.hub import Hub
     from engine.cli.serve import _token
 
+    engines_dir = tempfile.mkdtemp(prefix="observatory-engines-")  # mode 700
     token_file = args.token_file
-    token = _token(token_file, sys.stderr) if token_file else None
+    if token_file:
+        token = _token(token_file, sys.stderr)
+    else:  # as `observatory serve`: generated and printed; the engines read it from a file
+        token = secrets.token_urlsafe(24)
+        token_file = os.path.join(engines_dir, "token")
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
     address = parse_serve(args.serve, token)
-    engines_dir = tempfile.mkdtemp(prefix="observatory-engines-")
     try:
         hub = Hub(address, token, engines_dir)
     except OSError as exc:
@@ -138,11 +146,15 @@ def _start_hub(args: argparse.Namespace, env: dict[str, str]):  # noqa: ANN202
 
         raise PeerError(f"cannot listen on {args.serve}: {exc.strerror or exc}") from None
     hub.start()
-    env = {**env, "OBSERVATORY_ENGINES_DIR": engines_dir}
-    if token_file:
-        env["OBSERVATORY_TOKEN_FILE"] = str(Path(token_file).expanduser().absolute())
-    hint = f" --token-file {token_file}" if token_file else ""
+    env = {**env, "OBSERVATORY_ENGINES_DIR": engines_dir,
+           "OBSERVATORY_TOKEN_FILE": str(Path(token_file).expanduser().absolute())}
+    if args.token_file:
+        hint = f"--token-file {args.token_file}"
+    else:
+        hint = "--token-file FILE"
+        sys.stderr.write(f"observatory exec: token {token}\n")
     sys.stderr.write(f"observatory exec: serving on {hub.address}; attach with: observatory "
-                     f"live --connect {hub.address}{hint}\n")
+                     f"live --connect {hub.address} {hint} (observatory engines --connect "
+                     f"{hub.address} lists the engines)\n")
     sys.stderr.flush()
     return hub, env
