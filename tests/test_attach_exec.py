@@ -19,7 +19,7 @@ import pytest
 from engine.adapters.versions import installed_version, release_for
 
 _release = release_for(installed_version())
-pytestmark = [pytest.mark.every_vllm, pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     _release is None or _release.engine != "v0", reason="needs a V0 vLLM (0.5.0.post1-0.10.2)")]
 
 ROOT = Path(__file__).resolve().parent.parent

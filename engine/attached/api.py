@@ -70,8 +70,10 @@ def attach(target: Any, policy: str | Policy = "off", *, serve: str | None = Non
     a target it does not know and for a serve address off this host without a token."""
     policy = parse_policy(policy)
     address = attach_env.parse_serve(serve, token) if serve else None
-    tap, kind = _tap(target, policy)
-    require_engine_kind(policy, kind)
+    from engine.adapters.versions import require_supported
+
+    require_engine_kind(policy, require_supported().engine)  # before anything is hooked
+    tap, _ = _tap(target, policy)
     if tap is None:
         raise ConfigError(f"engine.attach: cannot watch a {type(target).__name__}: give a V0 "
                           f"LLM, LLMEngine, AsyncLLMEngine or Scheduler, or a V1 Scheduler")

@@ -4,7 +4,8 @@ warning, and the end of every stream at exit.
 A stream is named host/pid/index, the index counting the engines this process attached
 (0, 1, ...): a verl worker's `LLM`, each of V1's data-parallel schedulers, one `LLM` per GPU.
 Recordings follow the name: with a directory, `<host>-<pid>-<index>.jsonl.zst` in it; with a
-file path, that file for engine 0 and `<stem>-<index><suffix>` for the others of the process.
+file path, that file for the first engine of the process that asks for it and
+`<stem>-<index><suffix>` for the others (several processes: give a directory).
 
 "At most one warning": whatever fails (a hook, a full disk, an engine that cannot be
 attached), the process says so once, in vLLM's log ("vllm.observatory" logs through vLLM's
@@ -26,6 +27,7 @@ _lock = threading.Lock()
 _next = 0
 _live: list[Any] = []  # engine.attached.observer.Observer
 _warned = False
+_claimed: dict[str, int] = {}  # a file --record: how many engines of this process asked for it
 _RECORDING_SUFFIXES = (".jsonl.zst", ".jsonl")
 
 
@@ -47,7 +49,10 @@ def record_path(base: str, index: int) -> str:
             path.exists() or base.endswith(_RECORDING_SUFFIXES)):
         path.mkdir(parents=True, exist_ok=True)
         return str(path / f"{socket.gethostname()}-{os.getpid()}-{index}.jsonl.zst")
-    if index == 0:
+    with _lock:
+        taken = _claimed.get(base, 0)
+        _claimed[base] = taken + 1
+    if taken == 0:
         return base
     for suffix in _RECORDING_SUFFIXES:
         if base.endswith(suffix):
