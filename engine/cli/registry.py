@@ -23,6 +23,7 @@ from engine.cli.serve import Serve
 from engine.cli.summary import Summary
 from engine.cli.sweep import Sweep
 from engine.cli.sweep_report import SweepReport
+from engine.cli.tiny_model import TinyModel
 from engine.cli.verify import Verify
 from engine.cli.versions import Versions
 from engine.errors import ObservatoryError
@@ -31,7 +32,7 @@ from engine.safe_text import safe
 
 HEADLESS: tuple[CLISubcommand, ...] = (
     Run(), Serve(), Summary(), Compare(), Export(), Verify(), ImportLog(), Fit(), Sweep(),
-    SweepReport(), Versions())
+    SweepReport(), Versions(), TinyModel())
 """Every headless subcommand, in the order `--help` lists them."""
 
 

@@ -506,6 +506,28 @@ class Check(msgspec.Struct, tag="check", tag_field="kind", kw_only=True, omit_de
     final: bool = False  # the recorder closed the file here: nothing may follow
 
 
+class Index(msgspec.Struct, tag="index", tag_field="kind", kw_only=True, gc=False):
+    """Not a record of the run: the recorder's table of contents, written once at close as
+    the last line before the final Check (which seals it like any other line), in a zstd
+    frame of its own. A reader that wants only the end of a run (`summary`, a replay's first
+    screen) reads this and one frame instead of the whole file (engine.stream.indexed).
+
+    `frames[k]` is (byte offset of zstd frame k, or of the k-th ~FRAME_BYTES chunk of a plain
+    file; the first step record at or after it). Every frame starts right after a Check line,
+    so each decodes on its own. `summary` is engine.analysis.summary's Summary (or V1Summary)
+    of everything before the index, as a dict; None if the recorder did not see every record.
+    """
+
+    frames: list[tuple[Count, Count]]
+    index_offset: Count  # where this index's own frame (or line) starts
+    lines: Count  # lines before this one, the header included
+    steps: Count  # step records in the file
+    first_step: Count | None  # None: no step at all
+    last_step: Count | None
+    finished: bool  # the run's end record (RunFinished) is in the file
+    summary: dict[str, Any] | None = None
+
+
 _encoder = msgspec.json.Encoder()
 _record_decoder = msgspec.json.Decoder(Record)
 
