@@ -7,9 +7,12 @@ Load it into a run of vLLM 0.33.0's `tests/v1/core/test_scheduler.py` (see run.p
 
 At start it wraps `__init__` of `vllm.v1.core.sched.scheduler.Scheduler` and of every subclass
 vLLM defines (AsyncScheduler, DiffusionScheduler, ...). When the outermost of those returns (a
-subclass's own `__init__` has finished too), the instance gets the observatory's hooks:
-`attach(scheduler, policy)` of engine/adapters/v1/hooks.py, the same call the observatory's own
-engines make. Nothing else of vLLM or of its tests changes.
+subclass's own `__init__` has finished too), the instance is attached with the public
+`engine.attach(scheduler, policy)`, as a user attaches a V1 Scheduler: the policy hooks
+(engine/adapters/v1/hooks.py) and the tap that builds a step record at every
+`update_from_output` (engine/adapters/v1/attach.py). Nothing else of vLLM or of its tests
+changes. The observatory's guard keeps a failing hook from harming vLLM (it detaches and warns),
+so a test could pass over a broken hook: the plugin lists every test during which a guard broke.
 
 vLLM's top-level `tests/conftest.py` imports test-only packages (tblib, HF runners) that a
 runtime install does not have, so the run skips conftests (`--noconftest`) and this plugin
@@ -29,7 +32,7 @@ from typing import Any, Callable
 
 import pytest
 
-_state = {"built": 0, "attached": 0, "errors": 0}
+_state: dict[str, Any] = {"built": 0, "attached": 0, "handles": [], "broken": []}
 _depth = threading.local()
 _policy = "off"
 
@@ -63,7 +66,7 @@ def _wrap(cls: type, attach: Callable[[Any, str], Any]) -> None:
             _depth.n = depth
         if depth == 0:  # the outermost __init__ of this instance has returned
             _state["built"] += 1
-            attach(self, _policy)
+            _state["handles"].append(attach(self, _policy))
             _state["attached"] += 1
 
     cls.__init__ = __init__
@@ -80,11 +83,21 @@ def pytest_configure(config: pytest.Config) -> None:
     import vllm.v1.core.sched.diffusion_scheduler  # noqa: F401
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    from engine.adapters.v1.hooks import attach
+    from engine import attach
 
     for cls in _all_subclasses(Scheduler):
         _wrap(cls, attach)
     config._observatory_policy = policy  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Note the test if any attached scheduler's guard broke while it ran."""
+    yield
+    handles = _state["handles"]
+    if any(h.tap.guard.broken for h in handles):
+        _state["broken"].append(item.nodeid)
+    handles.clear()  # each test builds its own schedulers
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
@@ -93,7 +106,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     if policy is not None:
         terminalreporter.write_line(
             f"observatory fidelity: attached to {_state['attached']} of {_state['built']} "
-            f"schedulers (policy {policy})")
+            f"schedulers (policy {policy}), a hook failed in {len(_state['broken'])} tests")
+        for nodeid in _state["broken"]:
+            terminalreporter.write_line(f"observatory fidelity: hook failed in {nodeid}")
 
 
 @pytest.fixture()
