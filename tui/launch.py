@@ -65,14 +65,16 @@ def local_engine_source(record: RecordMode) -> "SourceFactory":
     return open_source
 
 
-def remote_engine_source(address: str, token: str, link=None) -> "SourceFactory":
+def remote_engine_source(address: str, token: str, link=None,
+                         engine: str | None = None) -> "SourceFactory":
     """A source attached to `observatory serve` at `address` (one run; no restart), through
-    `link` if the caller has already connected."""
+    `link` if the caller has already connected; `engine` names one behind an exec hub."""
     from engine.stream.client import connect
     from tui.run_source import EngineSource
 
     return lambda _spec: EngineSource(
-        lambda: link if link is not None else connect(address, token, client="tui"))
+        lambda: link if link is not None else connect(address, token, client="tui",
+                                                      engine=engine))
 
 
 def _reference(path: str | None, offset_s: float):
@@ -99,10 +101,11 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
                           "(-): give a file path or --no-record")
     ref = _reference(reference, reference_offset)
     if connect is not None:
-        address, token = connect
-        factory = remote_engine_source(address, token, link)
+        address, token, *rest = connect
+        engine = rest[0] if rest else None
+        factory = remote_engine_source(address, token, link, engine)
         return ObservatoryApp(lambda: LiveScreen(None, factory, window, restartable=False,
-                                                 title=address, reference=ref))
+                                                 title=engine or address, reference=ref))
     assert spec is not None
     factory = local_engine_source(record)
     return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window, reference=ref))
@@ -121,7 +124,8 @@ def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, 
         from engine.stream.client import connect as open_link
 
         try:
-            link = open_link(*connect, client="tui")
+            address, token, *rest = connect
+            link = open_link(address, token, client="tui", engine=rest[0] if rest else None)
         except ObservatoryError as exc:  # PeerError: refused, unreachable, not an observatory
             return _fail(str(exc))
     try:
