@@ -61,11 +61,18 @@ class Server:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 600.0) -> "Server":
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> "Server":
+        """Start the process (several may start at once, then each waits)."""
         self.proc = subprocess.Popen(self.argv, env=self.env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      text=True, errors="replace", cwd=self.log_path.parent)
         threading.Thread(target=self._read, daemon=True).start()
-        # whichever comes first: the ready line, or the end of its output (it exited)
+        return self
+
+    def wait_ready(self, timeout: float = 600.0) -> "Server":
+        """Until the ready line, or the end of its output (it exited), whichever is first."""
         if not self._settled.wait(timeout=timeout):
             self.stop()
             raise AssertionError(f"server not ready in {timeout:.0f} s:\n{self.tail()}")
