@@ -182,7 +182,6 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
     `hold_whole_read` (tests): a threading.Event the background read of an indexed recording
     waits for, so the window it opens on can be driven first."""
     from tui.app import ObservatoryApp
-    from tui.replay.compare_screen import CompareScreen
     from tui.replay.replay_screen import ReplayScreen
     from tui.run_view import RunView
 
@@ -211,6 +210,8 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
             return app
     loaded = [load_view(p, lenient) for p in paths]
     if len(paths) == 2:
+        from tui.replay.compare_screen import CompareScreen  # numpy, the A/B timeline: only here
+
         views = [v for v, _ in loaded]
         names = [_display_name(p) for p in paths]
         return ObservatoryApp(lambda: CompareScreen(views, names))
@@ -241,7 +242,7 @@ def _windowed_replay(path: str, speed: float, lenient: bool,
         return None
     notice = None if indexed.index.finished else ("the recording has no end record: the run "
                                                   "did not finish cleanly")
-    loader = WholeRunLoader(path, lenient, hold)
+    loader = WholeRunLoader(path, lenient, hold, indexed)
     return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(path), speed=speed,
                                                autoplay=False, notice=notice, indexed=indexed,
                                                loader=loader))
