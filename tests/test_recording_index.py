@@ -91,8 +91,9 @@ def test_summary_command_reads_the_index_and_prints_what_a_full_read_does(
 
 
 def test_old_files_without_an_index_still_open() -> None:
-    old = ROOT / "recordings" / "seed-5578-off.jsonl.zst"
-    assert open_indexed(old) is None  # written before indexes
+    # the shipped seed-5578-off as it was before recordings had indexes
+    old = ROOT / "tests" / "fixtures" / "seed-5578-off-before-indexes.jsonl.zst"
+    assert open_indexed(old) is None
     run = load(old)
     assert run.index is None and not run.truncated
     out, _ = summary_cli(old)

@@ -77,6 +77,21 @@ def remote_engine_source(address: str, token: str, link=None,
                                                       engine=engine))
 
 
+class HubEngines:
+    """The engines behind an `observatory exec --serve` hub, for the live screen's `e`."""
+
+    def __init__(self, address: str, token: str) -> None:
+        self.address, self.token = address, token
+
+    def engines(self) -> list:
+        from engine.stream.client import list_engines
+
+        return list_engines(self.address, self.token)
+
+    def source(self, name: str) -> "SourceFactory":
+        return remote_engine_source(self.address, self.token, None, name)
+
+
 def _reference(path: str | None, offset_s: float):
     """The real log to overlay (`--reference`), loaded before the app starts so that a bad file
     is a one-line error, not a broken screen."""
@@ -105,7 +120,8 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
         engine = rest[0] if rest else None
         factory = remote_engine_source(address, token, link, engine)
         return ObservatoryApp(lambda: LiveScreen(None, factory, window, restartable=False,
-                                                 title=engine or address, reference=ref))
+                                                 title=engine or address, reference=ref,
+                                                 hub=HubEngines(address, token)))
     assert spec is not None
     factory = local_engine_source(record)
     return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window, reference=ref))
@@ -182,7 +198,6 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
     `hold_whole_read` (tests): a threading.Event the background read of an indexed recording
     waits for, so the window it opens on can be driven first."""
     from tui.app import ObservatoryApp
-    from tui.replay.compare_screen import CompareScreen
     from tui.replay.replay_screen import ReplayScreen
     from tui.run_view import RunView
 
@@ -211,6 +226,8 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
             return app
     loaded = [load_view(p, lenient) for p in paths]
     if len(paths) == 2:
+        from tui.replay.compare_screen import CompareScreen  # numpy, the A/B timeline: only here
+
         views = [v for v, _ in loaded]
         names = [_display_name(p) for p in paths]
         return ObservatoryApp(lambda: CompareScreen(views, names))
@@ -241,7 +258,7 @@ def _windowed_replay(path: str, speed: float, lenient: bool,
         return None
     notice = None if indexed.index.finished else ("the recording has no end record: the run "
                                                   "did not finish cleanly")
-    loader = WholeRunLoader(path, lenient, hold)
+    loader = WholeRunLoader(path, lenient, hold, indexed)
     return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(path), speed=speed,
                                                autoplay=False, notice=notice, indexed=indexed,
                                                loader=loader))
