@@ -19,7 +19,8 @@ from engine.stream.recorder import Recorder
 from engine.stream.records import STEP_TYPES, EngineAborted, Index, encode
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = sorted((ROOT / "recordings").glob("*.jsonl.zst"))
+SHIPPED = sorted(p for p in (ROOT / "recordings").glob("*.jsonl.zst")
+                 if not p.name.startswith("."))  # not make_examples.py's files in the making
 FRAME = 1 << 15  # small frames, so a 1,600-step run has dozens
 
 

@@ -100,6 +100,7 @@ class WholeRunLoader:
                 view.extend(indexed.frame_records(k)[1])
         except (IndexDamaged, OSError):
             return None
+        indexed.cache.clear()  # the view holds the records now
         steps = view.steps
         held = (len(view), steps[0].step if steps else None, steps[-1].step if steps else None,
                 view.finished is not None, not view.missing)
