@@ -77,6 +77,21 @@ def remote_engine_source(address: str, token: str, link=None,
                                                       engine=engine))
 
 
+class HubEngines:
+    """The engines behind an `observatory exec --serve` hub, for the live screen's `e`."""
+
+    def __init__(self, address: str, token: str) -> None:
+        self.address, self.token = address, token
+
+    def engines(self) -> list:
+        from engine.stream.client import list_engines
+
+        return list_engines(self.address, self.token)
+
+    def source(self, name: str) -> "SourceFactory":
+        return remote_engine_source(self.address, self.token, None, name)
+
+
 def _reference(path: str | None, offset_s: float):
     """The real log to overlay (`--reference`), loaded before the app starts so that a bad file
     is a one-line error, not a broken screen."""
@@ -105,7 +120,8 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
         engine = rest[0] if rest else None
         factory = remote_engine_source(address, token, link, engine)
         return ObservatoryApp(lambda: LiveScreen(None, factory, window, restartable=False,
-                                                 title=engine or address, reference=ref))
+                                                 title=engine or address, reference=ref,
+                                                 hub=HubEngines(address, token)))
     assert spec is not None
     factory = local_engine_source(record)
     return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window, reference=ref))
