@@ -29,7 +29,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.adapters.versions import installed_version, release_for
-from tests.server_harness import Server, free_port, server_env, venv_bin
+from server_harness import Server, free_port, server_env, venv_bin
 
 _release = release_for(installed_version())
 pytestmark = pytest.mark.skipif(_release is None or _release.engine != "v1",

@@ -207,6 +207,20 @@ def test_the_run_command_reports_the_tier_in_its_json():
 
 
 @needs_v1
+def test_a_dry_run_resolves_the_v1_engine_and_its_tier_without_building_it():
+    from engine.dry_run import format_text, resolve
+    from engine.spec import preset_spec
+
+    data = resolve(preset_spec(PRESET).validated())
+    assert (data["engine"], data["vllm_version"]) == ("v1", "0.33.0")
+    assert data["executor_class"] == "engine.adapters.v1.sim_executor.SimExecutor"
+    args = data["engine_args"]
+    assert (args["kv_connector"], args["kv_offloading_size_gib"]) == ("OffloadingConnector", 0.17)
+    assert args["enable_prefix_caching"] and args["num_gpu_blocks_override"] == 200
+    assert "kv_connector" in format_text(data)
+
+
+@needs_v1
 def test_a_tier_too_small_for_one_chunk_is_one_line():
     from engine.errors import ConfigError
     from engine.session import Session

@@ -114,3 +114,78 @@ def build_engine(spec: RunSpec) -> BuiltV1Engine:
         max_model_len=config.model_config.max_model_len,
         engine_config=_summarize_config(config),
     )
+
+
+def resolve(spec: RunSpec) -> Any:
+    """What `build_engine(spec)` would start with (`observatory run --dry-run` on V1): vLLM's
+    own VllmConfig for the spec's EngineArgs, resolved as `LLMEngine.from_engine_args` does
+    first, with no engine built. The same Resolved as the V0 line's (engine.adapters.v0.build),
+    with V1's arguments: no swap space, prefix caching, the full-ISL rule and the CPU tier."""
+    from engine.adapters.v0.build import Resolved, _hub_source
+    from engine.adapters.versions import require_supported
+
+    release = require_supported()
+    _check_spec(spec)
+    notes: list[str] = []
+    cuda = cuda_available()
+    if spec.backend == "sim":
+        from engine.adapters.v1.platform import prepare_sim_process
+
+        prepare_sim_process()
+        resolved_spec = spec
+        model_source = f"config {sim_model_dir(spec.model_name)}/config.json (no weights)"
+        tokenizer_source = "none (skip_tokenizer_init; prompts are token ids)"
+    else:
+        resolved_spec, model_source, notes = _hub_source(spec)
+        tokenizer_source = spec.tokenizer or f"the model's ({model_source})"
+        if not cuda:
+            notes.append("no CUDA device is present: a gpu run stops before building the "
+                         "engine; everything above is what it would start with")
+    import vllm
+
+    logs.install()
+    try:
+        config = engine_args(resolved_spec).create_engine_config()
+    except RuntimeError as exc:
+        if spec.backend == "gpu" and not cuda:  # vLLM 0.33 detects no platform without one
+            raise ConfigError("--dry-run --backend gpu needs the CUDA device vLLM 0.33 "
+                              "resolves its config on, and this machine has none: run it on "
+                              "the GPU host, or dry-run the sim backend") from None
+        raise
+    except (ValueError, TypeError, OSError) as exc:
+        text = str(exc).strip().splitlines()
+        raise ConfigError(f"vLLM rejected the engine config: "
+                          f"{text[0] if text else type(exc).__name__}") from None
+    scheduler, cache, model = config.scheduler_config, config.cache_config, config.model_config
+    args: dict[str, Any] = {
+        "enable_chunked_prefill": bool(scheduler.enable_chunked_prefill),
+        "max_num_batched_tokens": scheduler.max_num_batched_tokens,
+        "max_num_seqs": scheduler.max_num_seqs,
+        "long_prefill_token_threshold": scheduler.long_prefill_token_threshold,
+        "scheduler_reserve_full_isl": bool(scheduler.scheduler_reserve_full_isl),
+        "block_size": cache.block_size,
+        "enable_prefix_caching": bool(cache.enable_prefix_caching),
+        "num_gpu_blocks_override": cache.num_gpu_blocks_override,
+        "kv_offloading_size_gib": cache.kv_offloading_size,
+        "kv_connector": (config.kv_transfer_config.kv_connector
+                         if config.kv_transfer_config is not None else None),
+        "device": str(config.device_config.device_type),
+        "dtype": str(model.dtype).removeprefix("torch."),
+        "max_model_len": model.max_model_len,
+        "enforce_eager": bool(model.enforce_eager),
+        "seed": model.seed,
+    }
+    if spec.backend == "sim":
+        from engine.adapters.v1.sim_executor import DOTTED_PATH as executor_name
+    else:
+        executor_name = str(config.parallel_config.distributed_executor_backend)
+    from vllm.platforms import current_platform
+
+    platform = type(current_platform)
+    return Resolved(backend=spec.backend, vllm_version=vllm.__version__,
+                    engine=release.engine, api_family=release.family,
+                    executor_class=executor_name,
+                    platform_class=f"{platform.__module__}.{platform.__qualname__}",
+                    device_type=args["device"], cuda_available=cuda, model=spec.model_name,
+                    model_source=model_source, tokenizer_source=tokenizer_source,
+                    engine_args=args, notes=notes)
