@@ -219,7 +219,9 @@ class LiveScreen(RunScreen):
 
     def action_pick_policy(self) -> None:
         current = self.pending_policy or self.view.policy
-        self.app.push_screen(PolicyPicker(current),
+        header = self.view.header
+        self.app.push_screen(PolicyPicker(current, header.engine if header is not None
+                                          else "v0"),
                              lambda picked: picked and self._choose_policy(picked))
 
     def _choose_policy(self, policy: str) -> None:
