@@ -85,11 +85,12 @@ TPS_COLUMNS = {"prompt_tps": "prompt_tokens", "gen_tps": "generated_tokens",
 """The rate series and the token column each is a rate of (recomputed: V1 only)."""
 
 SERIES = ("gpu_pct", "cpu_pct", "committed_pct", "running", "swapped", "waiting", "prompt_tps",
-          "gen_tps", "n_recomputed", "recomputed_tps", "preemptions_total")
+          "gen_tps", "n_recomputed", "recomputed_tps", "preemptions_total", "recompute_pct")
 """Names `Run.series()` accepts. The *_tps ones are tokens per second of the run's time axis
 (engine.timeaxis: simulated on the sim, measured executor time on a GPU). `n_recomputed` is
 the step's preemptions by recompute (V1's only kind), `preemptions_total` V1's so far;
-`recomputed_tps` V1's tokens computed again."""
+`recomputed_tps` V1's tokens computed again; `recompute_pct` the share of each bin's computed
+tokens that were computed again (V1's recompute tax, per bin rather than so far)."""
 
 # ---- display events -------------------------------------------------------------------------
 
@@ -420,7 +421,16 @@ class Run:
         nbins = -(-n // size)
         pad = nbins * size - n
         xs = np.arange(a, b, size, dtype=float) + first
-        if name.endswith("_tps"):
+        if name == "recompute_pct":
+            again = np.asarray(self.column("recomputed_tokens")[a:b], dtype=float)
+            computed = np.asarray(self.column("batched_tokens")[a:b], dtype=float)
+            if pad:
+                again = np.concatenate([again, np.zeros(pad)])
+                computed = np.concatenate([computed, np.zeros(pad)])
+            t = again.reshape(nbins, size).sum(axis=1)
+            c = computed.reshape(nbins, size).sum(axis=1)
+            ys = np.divide(100.0 * t, c, out=np.zeros_like(t), where=c > 0)
+        elif name.endswith("_tps"):
             tokens = np.asarray(self.column(TPS_COLUMNS[name])[a:b], dtype=float)
             secs = np.asarray(self.column(axis_of(self.header).step_field)[a:b], dtype=float)
             if pad:

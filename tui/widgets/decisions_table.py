@@ -61,14 +61,14 @@ COLUMNS: tuple[Column, ...] = (
 )
 V1_COLUMNS: tuple[Column, ...] = (
     Column("step", "step", 6, 6, 0),
-    Column("v1prefill", "prefill req:tokens", 19, 12, 6, grow=40, short="prefill"),
+    Column("v1prefill", "prefill req:tokens", 17, 12, 6, grow=40, short="prefill"),
     Column("v1decode", "dec", 5, 4, 5),
     Column("preempted", "preempted id×n", 16, 10, 0, grow=30, short="preempted"),
     Column("lost", "lost tok", 9, 6, 3, short="lost"),
-    Column("recomp_tok", "recomp", 7, 6, 2),
-    Column("prefix", "prefix", 7, 6, 1),
-    Column("finished", "finished", 8, 8, 4, grow=30),
-    Column("tokens", "tok/budget", 10, 9, 7, short="tokens"),
+    Column("recomp_tok", "recomp", 7, 6, 2, short="rcmp"),
+    Column("prefix", "prefix", 7, 5, 1, short="pfx"),
+    Column("finished", "finished", 9, 9, 4, grow=30, short="fin"),
+    Column("tokens", "tok/budget", 11, 10, 7, short="tokens"),
     Column("policy", "policy", 7, 7, 8, grow=14),
 )
 """A V1 run's columns: prefill chunks (a resumed request marked ↻), decoding requests, the
@@ -402,9 +402,10 @@ class DecisionsTable(Widget, can_focus=True):
                 if number == self.marked:
                     cells[0] = (f"◆{cells[0][0]}", "mark")
                 segments = _segments(cells, self._widths, self._styles)
-            if number % 2:  # zebra stripes, styled once here rather than on every render
+            if number % 2:  # zebra stripes, styled once here rather than on every render;
+                # under the cells' own styles, so a highlighted cell keeps its background
                 segments = list(Segment.apply_style(segments,
-                                                    post_style=self._styles.get("odd-row")))
+                                                    style=self._styles.get("odd-row")))
             if len(self._cache) > CACHE_LIMIT:
                 self._cache.clear()
             self._cache[number] = segments

@@ -81,7 +81,10 @@ V1_PLOTS: tuple[Plot, ...] = (
     # victims), drawn only when the run recorded one
     ("plot-kv", "KV cache %", "KV%", (0.0, 100.0), False, (
         Series("gpu_pct", "GPU", theme.GPU_KV),
-        Series("cpu_tier_pct", "CPU tier", theme.CPU_TIER, "CPU"))),
+        Series("cpu_tier_pct", "CPU tier", theme.CPU_TIER, "CPU"),
+        # the recompute tax of the tokens computed in each point's steps, in %: the thrash
+        # while it lasts, 0 once a fix has stopped it
+        Series("recompute_pct", "recompute %", theme.RECOMPUTED, "recomp"))),
     ("plot-queues", "requests", "reqs", None, True, (
         Series("running", "running", theme.RUNNING, "run"),
         # preemptions by recompute this step: the thrash, on the left axis with running

@@ -124,6 +124,7 @@ def _chunks(pairs: list[tuple[str, int]], limit: int = 12) -> str:
 def _describe_v1(t: Text, s: V1StepRecord, roles: Roles) -> None:
     """V1's step: no swap space, no groups; preemption is recompute."""
     from tui.widgets.decisions_table import REPEAT_PREEMPTIONS
+    from tui.widgets.status_bar import human_count
 
     t.append(f"\nqueues   running {s.running}  waiting {s.waiting}  finished {s.finished_total}"
              f" so far")
@@ -133,8 +134,9 @@ def _describe_v1(t: Text, s: V1StepRecord, roles: Roles) -> None:
     if tier:
         t.append(f"\nCPU tier {tier}")
     t.append(f"\ntokens   {s.batched_tokens}/{s.token_budget} batched  prompt "
-             f"{s.prompt_tokens}  generated {s.generated_tokens}  recomputed "
-             f"{s.recomputed_tokens}  prefix hits {s.prefix_hit_tokens}")
+             f"{s.prompt_tokens}  generated {s.generated_tokens}")
+    t.append(f"\nagain    {s.recomputed_tokens} recomputed  {s.prefix_hit_tokens} from the "
+             f"prefix cache")
     t.append(f"\nnew      {_chunks(s.new)}")
     t.append(f"\nresumed  {_chunks(s.resumed)}")
     chunks = [(rid, n) for rid, n in s.scheduled if n > 1]
@@ -153,11 +155,10 @@ def _describe_v1(t: Text, s: V1StepRecord, roles: Roles) -> None:
         t.append(")")
     if len(s.preempted) > 12:
         t.append(f" … (+{len(s.preempted) - 12})")
-    t.append(f"\nfinished {_ids(s.finished)}")
-    t.append(f"\nfirst tk {_ids(s.first_tokens)}")
-    t.append(f"\nso far   {s.preemptions_total:,} preemptions, recomputed "
-             f"{s.recomputed_total:,} of {s.computed_total:,} tokens (tax "
-             f"{s.recompute_tax:.2f})")
+    t.append(f"\ndone     finished {_ids(s.finished, 12)} · first token "
+             f"{_ids(s.first_tokens, 12)}")
+    t.append(f"\nso far   {s.preemptions_total:,} preemptions · tax {s.recompute_tax:.2f} "
+             f"({human_count(s.recomputed_total)} of {human_count(s.computed_total)} tokens)")
     if s.withheld:
         t.append(f"\nthe policy withheld an admission ({s.held_back} waiting)", roles("held"))
 
