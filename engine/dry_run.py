@@ -3,8 +3,9 @@
 A user about to start a long run on a remote GPU host checks its setup first: which vLLM and
 adapter family, which executor and platform vLLM picks, the engine arguments as vLLM's own
 config holds them (the scheduling ones, async output, the swap space and the CPU blocks it
-implies), and where the model and tokenizer come from. Everything is resolved by the code a
-run uses (engine.adapters.v0.build.resolve), offline: nothing is downloaded (HF_HUB_OFFLINE).
+implies; on V1 the prefill thresholds, `scheduler_reserve_full_isl`, prefix caching and the
+CPU tier), and where the model and tokenizer come from. Everything is resolved by the code a
+run uses (engine.adapters.v0.build.resolve, engine.adapters.v1.resolve), offline: nothing is downloaded (HF_HUB_OFFLINE).
 Without CUDA a gpu dry run still resolves, says that no CUDA device is present, and exits 0.
 """
 
@@ -22,7 +23,12 @@ from engine.spec import RunSpec
 def resolve(spec: RunSpec) -> dict[str, Any]:
     """The resolution of `spec` as plain data (the --json form). Raises ConfigError."""
     os.environ["HF_HUB_OFFLINE"] = "1"  # before anything imports huggingface_hub: no download
-    from engine.adapters.v0.build import resolve as resolve_engine
+    from engine.adapters.versions import require_supported
+
+    if require_supported().engine == "v1":  # vLLM's V1 engine (engine.adapters.v1.resolve)
+        from engine.adapters.v1.resolve import resolve as resolve_engine
+    else:
+        from engine.adapters.v0.build import resolve as resolve_engine
 
     return dataclasses.asdict(resolve_engine(spec))
 

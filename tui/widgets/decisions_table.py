@@ -36,6 +36,7 @@ from engine.safe_text import safe
 from engine.stream.records import StepRecord, V1StepRecord
 from tui.messages import StepSelected
 from tui.run_view import RunView
+from tui.widgets.status_bar import short_policy
 
 @dataclass(frozen=True)
 class Column:
@@ -61,7 +62,7 @@ COLUMNS: tuple[Column, ...] = (
 )
 V1_COLUMNS: tuple[Column, ...] = (
     Column("step", "step", 6, 6, 0),
-    Column("v1prefill", "prefill req:tokens", 17, 12, 6, grow=40, short="prefill"),
+    Column("v1prefill", "prefill req:tokens", 15, 12, 6, grow=40, short="prefill"),
     Column("v1decode", "dec", 5, 4, 5),
     Column("preempted", "preempted id×n", 16, 10, 0, grow=30, short="preempted"),
     Column("lost", "lost tok", 9, 6, 3, short="lost"),
@@ -69,7 +70,7 @@ V1_COLUMNS: tuple[Column, ...] = (
     Column("prefix", "prefix", 7, 5, 1, short="pfx"),
     Column("finished", "finished", 9, 9, 4, grow=30, short="fin"),
     Column("tokens", "tok/budget", 11, 10, 7, short="tokens"),
-    Column("policy", "policy", 7, 7, 8, grow=14),
+    Column("v1policy", "policy", 9, 7, 8, grow=20),
 )
 """A V1 run's columns: prefill chunks (a resumed request marked ↻), decoding requests, the
 preempted ids with their counts, the computed tokens they lost, the tokens computed again and
@@ -206,7 +207,7 @@ def cell(key: str, s: StepRecord, width: int) -> Cell | tuple[Parts, None]:
     raise KeyError(key)
 
 
-V1_KEYS = {"v1prefill", "v1decode", "preempted", "lost", "recomp_tok", "prefix"}
+V1_KEYS = {"v1prefill", "v1decode", "preempted", "lost", "recomp_tok", "prefix", "v1policy"}
 
 
 def v1_cell(key: str, s: V1StepRecord, room: int) -> Cell | tuple[Parts, None]:
@@ -223,6 +224,9 @@ def v1_cell(key: str, s: V1StepRecord, room: int) -> Cell | tuple[Parts, None]:
         return (str(s.recomputed_tokens) if s.recomputed_tokens else ""), None
     if key == "prefix":
         return (str(s.prefix_hit_tokens) if s.prefix_hit_tokens else ""), None
+    if key == "v1policy":  # "whole-context+least-computed" as "whole+least" where it is short
+        policy = s.policy if len(s.policy) <= room else short_policy(s.policy)
+        return ("⊘ held" if s.withheld else policy[:room], "held" if s.withheld else None)
     raise KeyError(key)
 
 

@@ -91,8 +91,10 @@ def policy_role(policy: str) -> str:
 
 
 def short_policy(policy: str) -> str:
-    """"watermark:0.5" is "wm:0.5" where every column counts."""
-    return policy.replace("watermark", "wm")
+    """"watermark:0.5" is "wm:0.5" where every column counts (V1's: "whole-context+least-computed"
+    is "whole+least")."""
+    return (policy.replace("watermark", "wm").replace("whole-context", "whole")
+            .replace("least-computed", "least"))
 
 
 def human_bytes(n: int, compact: bool = False) -> str:

@@ -1,0 +1,258 @@
+"""Every screen in V1's words, and every command on V1 recordings and engines.
+
+The screen tests read the shipped V1 recordings (recordings/v1-thrash-*) or synthetic V1
+records, so they run in every venv. The tests that run a V1 engine (live, serve and --connect,
+verify, sweep, the dry run) need vLLM 0.33 (`pip install -e '.[vllm033,test]'`) and
+PYTHONHASHSEED=0 from the interpreter's start; elsewhere they skip.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from engine.adapters.versions import installed_version, release_for
+from engine.analysis.stall import MIN_STEPS, admission_stall, stall_text
+from engine.stream.reader import load
+from engine.stream.records import EngineAborted, PolicyChanged, V1StepRecord
+from screens_harness import live_status, panel_app, view_until
+from test_v1_records import thrash_items, v1_header, v1_step
+from tui.run_view import RunView
+from tui.widgets.abort_banner import AbortBanner
+from tui.widgets.decisions_table import (REPEAT_PREEMPTIONS, V1_COLUMNS, DecisionsTable,
+                                         layout_columns, preempted_parts)
+from tui.widgets.status_bar import Status, StatusBar
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDINGS = ROOT / "recordings"
+V1_OFF = RECORDINGS / "v1-thrash-off.jsonl.zst"
+V1_FIXED = RECORDINGS / "v1-thrash-whole-context.jsonl.zst"
+V1_TOGGLED = RECORDINGS / "v1-thrash-off-then-whole-context.jsonl.zst"
+TOGGLE_STEP = 3000  # recordings/make_examples.py: --toggle-at 3000:whole-context
+
+_release = release_for(installed_version())
+V1_ENGINE = _release is not None and _release.engine == "v1"
+needs_v1 = pytest.mark.skipif(
+    not V1_ENGINE, reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
+V0_WORDS = ("swap", "group")  # V1 has no swap space and no sequence groups
+
+
+def observatory(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+async def settle(pilot) -> None:
+    await pilot.pause()
+    await pilot.pause()
+
+
+# ------------------------------------------------------------------ the screens, V1's words
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+async def test_the_live_panel_speaks_v1_mid_thrash(size):
+    """Mid-thrash on the shipped recording: no swap and no groups anywhere on screen; the
+    recompute tax in the status, V1's plots, and a request preempted again and again in its
+    highlight."""
+    view = view_until(V1_OFF, 2991)  # request 12 is preempted the 20th time at step 2991
+    app = panel_app(view, live_status(view))
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        screen_text = app.export_screenshot().replace("&#160;", " ")
+        status = app.screen.query_one(StatusBar).render().plain
+        table = app.screen.query_one(DecisionsTable)
+        first_row = "".join(segment.text for segment in table.render_line(1))
+        repeat = next(s for s in table.render_line(1) if "12×20" in s.text)
+        error = app.theme_variables["error"]
+        plots = {p.id: p.legend(200).plain for p in app.screen.query("RunPlot")}
+    for word in V0_WORDS:
+        assert word not in screen_text.lower(), word
+    assert "tax 0.93" in status and ("preempted 288" in status or "pre 288" in status)
+    assert first_row.startswith("2991") and "12×20" in first_row
+    assert repeat.style is not None and repeat.style.bgcolor is not None
+    assert repeat.style.bgcolor.triplet.hex.lower() == error.lower()
+    assert "requests" in plots["plot-queues"] and "preempted" in plots["plot-queues"]
+    assert "recompute %" in plots["plot-kv"] and "recomputed" in plots["plot-tokens"]
+
+
+def test_a_repeated_preemption_stands_out_and_a_first_one_does_not():
+    parts = preempted_parts([("3", 4096, 1), ("7", 512, REPEAT_PREEMPTIONS)], 20)
+    assert [(text, role) for text, role in parts if text.strip(",")] == \
+        [("3×1", "out"), (f"7×{REPEAT_PREEMPTIONS}", "repeat")]
+    # what does not fit is counted, never cut
+    narrow = preempted_parts([("10", 1, 1), ("11", 1, 1), ("12", 1, 1)], 9)
+    assert "".join(t for t, _ in narrow) == "10×1 +2"
+    assert all(sum(w for _, w in layout_columns(width, V1_COLUMNS)) <= width
+               for width in (40, 78, 94, 154))
+
+
+def test_the_v1_step_detail_names_what_a_preemption_lost():
+    from tui.widgets.step_detail import StepDetail
+
+    text = StepDetail.describe(view_until(V1_OFF, 2991).current).plain
+    lines = text.splitlines()
+    assert len(lines) <= 13  # the pane's height, inside its border
+    assert "preempted 12 (lost 509 tok, ×20)" in text
+    assert "waiting 20" in text and "swap" not in text.lower()
+    assert "so far   288 preemptions · tax 0.93" in text
+
+
+def test_the_v1_abort_banner_and_event_say_no_swap():
+    items = [*thrash_items()[:-1]]
+    abort = EngineAborted(step=5, message="boom", error="RuntimeError", sim_s=0.05, wall_s=0.01,
+                          running=2, swapped=0, waiting=3, gpu_used=1000, gpu_total=1199,
+                          cpu_used=0, cpu_total=0)
+    view = RunView.from_items([*items, abort])
+    for compact in (True, False):
+        text = AbortBanner.describe(abort, "", None, compact, view.engine).plain
+        assert "swap" not in text.lower() and "CPU" not in text and "waiting 3" in text
+    assert "GPU KV 83.4%" in view.events[-1].text and "swap" not in view.events[-1].text
+
+
+async def test_the_help_lists_the_v1_policies():
+    from tui.widgets.help_screen import HelpScreen
+
+    view = view_until(V1_OFF, 100)
+    app = panel_app(view, live_status(view))
+    async with app.run_test(size=(120, 60)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen)
+        text = help_screen.help_text(help_screen._below).plain
+    for policy in ("full-isl", "whole-context", "least-computed", "7×5"):
+        assert policy in text
+    assert "strict" not in text and "swap" not in text.lower()
+
+
+# ------------------------------------------------------------------ the admission watchdog
+def _stalled(n: int, **over) -> list[V1StepRecord]:
+    """n steps with requests waiting, nothing admitted, KV mostly free."""
+    fields = dict(gpu_used=200, waiting=5, scheduled=[("0", 1)], new=[], resumed=[])
+    fields.update(over)
+    return [v1_step(i, **fields) for i in range(n)]
+
+
+def test_the_watchdog_speaks_after_min_steps_without_admission_while_kv_has_room():
+    steps = [v1_step(0, new=[("0", 512)]), *_stalled(MIN_STEPS + 5)[1:]]
+    assert admission_stall(steps[:MIN_STEPS]) is None  # one step short
+    stall = admission_stall(steps)
+    assert (stall.since, stall.step, stall.steps, stall.waiting) == (1, MIN_STEPS + 4,
+                                                                    MIN_STEPS + 4, 5)
+    assert stall_text(stall, compact=False).startswith(
+        f"⚠ no admission for {MIN_STEPS + 4} steps while KV has room (83% free")
+    # asked at an earlier step, the run ending there decides
+    assert admission_stall(steps, end=50) is None
+
+
+@pytest.mark.parametrize("over, why", [
+    (dict(gpu_used=1000), "the KV cache is full: no room, no stall"),
+    (dict(waiting=0), "nobody waits"),
+    (dict(withheld=True), "the policy refuses on purpose"),
+    (dict(resumed=[("1", 64)]), "a preempted request was admitted again"),
+])
+def test_the_watchdog_stays_quiet(over, why):
+    assert admission_stall(_stalled(2 * MIN_STEPS, **over)) is None, why
+
+
+def test_a_v0_run_never_trips_the_v1_watchdog():
+    from screens_harness import OFF
+
+    assert admission_stall(view_until(OFF).steps) is None
+
+
+def test_the_status_shows_the_watchdog():
+    view = RunView.from_items([v1_header(), *_stalled(MIN_STEPS + 20)])
+    for width in (80, 160):
+        text = StatusBar.compose_text(view, Status(state="running"), width=width).plain
+        assert "no admission" in text.splitlines()[1], text
+    healthy = RunView.from_items(thrash_items())
+    assert "no admission" not in StatusBar.compose_text(healthy, Status(state="running")).plain
+
+
+# ------------------------------------------------------------------ the recordings and commands
+def test_the_shipped_toggle_stops_the_thrash_from_its_step_on():
+    """`--toggle-at 3000:whole-context` in the middle of the thrash: the recording has the
+    change at that step, and no request is preempted more than once after it."""
+    run = load(V1_TOGGLED)
+    assert run.header.engine == "v1"
+    changes = run.policy_changes
+    assert [(c.step, c.old, c.new, c.source) for c in changes] == \
+        [(TOGGLE_STEP, "off", "whole-context", "toggle-at")]
+    assert run.step(TOGGLE_STEP - 1).policy == "off"
+    assert run.step(TOGGLE_STEP).policy == "whole-context"
+    before = max(n for s in run.steps[:TOGGLE_STEP] for _, _, n in s.preempted)
+    after: dict[str, int] = {}
+    for s in run.steps[TOGGLE_STEP:]:
+        for rid, _, _ in s.preempted:
+            after[rid] = after.get(rid, 0) + 1
+    assert before >= 5 and max(after.values(), default=0) <= 1
+    assert run.finished.reason == "completed"
+    for path in (V1_OFF, V1_FIXED, V1_TOGGLED):
+        assert path.stat().st_size < 310_000, path
+
+
+def test_summary_of_a_v1_recording():
+    out = observatory("summary", str(V1_OFF), "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert (summary["engine"], summary["vllm_version"]) == ("v1", "0.33.0")
+    assert summary["max_preemptions_per_request"] >= 5 and summary["recompute_tax"] >= 0.5
+    text = observatory("summary", str(V1_FIXED))
+    assert text.returncode == 0 and "swap" not in text.stdout.lower(), text.stdout
+
+
+def test_compare_two_v1_recordings():
+    out = observatory("compare", str(V1_OFF), str(V1_FIXED))
+    assert out.returncode == 0, out.stderr
+    assert "recompute" in out.stdout.lower() and "swap" not in out.stdout.lower(), out.stdout
+
+
+def test_export_a_v1_recording(tmp_path):
+    target = tmp_path / "off.csv"
+    out = observatory("export", str(V1_TOGGLED), "--format", "csv", "-o", str(target))
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader(io.StringIO(target.read_text())))
+    assert len(rows) == len(load(V1_TOGGLED).steps)
+    assert {"preemptions_total", "recomputed_tokens", "policy"} <= set(rows[0])
+    assert rows[TOGGLE_STEP]["policy"] == "whole-context"
+    trace = tmp_path / "off.json"
+    out = observatory("export", str(V1_TOGGLED), "--format", "perfetto", "-o", str(trace))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(trace.read_text())
+
+
+async def test_replay_and_ab_replay_of_v1_recordings():
+    from tui.launch import replay_app
+    from tui.replay.compare_screen import CompareScreen
+
+    app = replay_app([str(V1_TOGGLED)], autoplay=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        screen = app.main_screen
+        await pilot.press("n")  # the next event: the first preemption burst
+        await settle(pilot)
+        assert screen.view.current_step == load(V1_TOGGLED).steps_of("recompute")[0]
+        screen.seek(TOGGLE_STEP)
+        await settle(pilot)
+        status = screen.query_one(StatusBar).render().plain
+        assert "whole-context" in status and "tax" in status and "swap" not in status
+    app = replay_app([str(V1_OFF), str(V1_FIXED)], autoplay=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        screen = app.main_screen
+        assert isinstance(screen, CompareScreen)
+        titles = [p.title for p in screen.query("RunPlot")]
+        assert titles == ["GPU KV %", "preemptions so far", "running requests"]
