@@ -65,14 +65,16 @@ def local_engine_source(record: RecordMode) -> "SourceFactory":
     return open_source
 
 
-def remote_engine_source(address: str, token: str, link=None) -> "SourceFactory":
+def remote_engine_source(address: str, token: str, link=None,
+                         engine: str | None = None) -> "SourceFactory":
     """A source attached to `observatory serve` at `address` (one run; no restart), through
-    `link` if the caller has already connected."""
+    `link` if the caller has already connected; `engine` names one behind an exec hub."""
     from engine.stream.client import connect
     from tui.run_source import EngineSource
 
     return lambda _spec: EngineSource(
-        lambda: link if link is not None else connect(address, token, client="tui"))
+        lambda: link if link is not None else connect(address, token, client="tui",
+                                                      engine=engine))
 
 
 def _reference(path: str | None, offset_s: float):
@@ -99,10 +101,11 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
                           "(-): give a file path or --no-record")
     ref = _reference(reference, reference_offset)
     if connect is not None:
-        address, token = connect
-        factory = remote_engine_source(address, token, link)
+        address, token, *rest = connect
+        engine = rest[0] if rest else None
+        factory = remote_engine_source(address, token, link, engine)
         return ObservatoryApp(lambda: LiveScreen(None, factory, window, restartable=False,
-                                                 title=address, reference=ref))
+                                                 title=engine or address, reference=ref))
     assert spec is not None
     factory = local_engine_source(record)
     return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window, reference=ref))
@@ -121,7 +124,8 @@ def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, 
         from engine.stream.client import connect as open_link
 
         try:
-            link = open_link(*connect, client="tui")
+            address, token, *rest = connect
+            link = open_link(address, token, client="tui", engine=rest[0] if rest else None)
         except ObservatoryError as exc:  # PeerError: refused, unreachable, not an observatory
             return _fail(str(exc))
     try:
@@ -173,8 +177,10 @@ def load_view(path: str, lenient: bool = False) -> tuple[RunView, str | None]:
 
 def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                lenient: bool = False, autoplay: bool = True, reference: str | None = None,
-               reference_offset: float = 0.0) -> ObservatoryApp:
-    """Build the replay (one path) or compare (two paths) app; raises ConfigError."""
+               reference_offset: float = 0.0, hold_whole_read=None) -> ObservatoryApp:
+    """Build the replay (one path) or compare (two paths) app; raises ConfigError.
+    `hold_whole_read` (tests): a threading.Event the background read of an indexed recording
+    waits for, so the window it opens on can be driven first."""
     from tui.app import ObservatoryApp
     from tui.replay.compare_screen import CompareScreen
     from tui.replay.replay_screen import ReplayScreen
@@ -199,6 +205,10 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
         source = FollowSource(path, lenient=lenient)
         return ObservatoryApp(lambda: ReplayScreen(RunView(), title=_display_name(path),
                                                    speed=speed, source=source))
+    if len(paths) == 1 and paths[0] != "-" and reference is None:
+        app = _windowed_replay(paths[0], speed, lenient, hold_whole_read)
+        if app is not None:
+            return app
     loaded = [load_view(p, lenient) for p in paths]
     if len(paths) == 2:
         views = [v for v, _ in loaded]
@@ -208,6 +218,33 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
     view.reference = _reference(reference, reference_offset)
     return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(paths[0]),
                                                speed=speed, autoplay=autoplay, notice=notice))
+
+
+def _windowed_replay(path: str, speed: float, lenient: bool,
+                     hold=None) -> ObservatoryApp | None:
+    """A recording with an index opens on a window of its last steps while the whole file is
+    read in the background (tui.replay.lazy); None: no index (or it does not check), so the
+    caller reads the whole file first, as for every other recording."""
+    from engine.stream.indexed import IndexDamaged, open_indexed
+
+    indexed = open_indexed(path)
+    if indexed is None or indexed.index.last_step is None:
+        return None
+    from tui.app import ObservatoryApp
+    from tui.replay.lazy import WholeRunLoader, window_at
+    from tui.replay.replay_screen import ReplayScreen
+
+    try:
+        header = indexed.header()
+        view = window_at(indexed, header, indexed.index.last_step)
+    except (IndexDamaged, OSError):
+        return None
+    notice = None if indexed.index.finished else ("the recording has no end record: the run "
+                                                  "did not finish cleanly")
+    loader = WholeRunLoader(path, lenient, hold)
+    return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(path), speed=speed,
+                                               autoplay=False, notice=notice, indexed=indexed,
+                                               loader=loader))
 
 
 def _stdin_to_tty() -> None:

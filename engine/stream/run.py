@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 import msgspec
 
-from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged,
-                                   Record, RunFinished, StepRecord, V1StepRecord)
+from engine.stream.records import (Arrivals, EngineAborted, Header, Index, LogLine,
+                                   PolicyChanged, Record, RunFinished, StepRecord, V1StepRecord)
 from engine.timeaxis import axis_of
 
 if TYPE_CHECKING:
@@ -169,6 +169,7 @@ class Run:
         self.problems: list[str] = []  # the first few, one line each ("line 12: ...")
         self.unchecked = False  # written before Check lines existed: flips are undetectable
         self.missing: set[int] = set()  # steps absent from the stream, held as repeats (_bridge)
+        self.index: Index | None = None  # the recorder's index, if the file ends with one
         self.version = 0  # bumped on every change, so a widget can skip a redundant redraw
         self._by_kind: dict[str, list[Record]] = {}
         self._kind_steps: dict[str, list[int]] = {k: [] for k in STEP_KINDS}
@@ -176,6 +177,7 @@ class Run:
         self._last_swapout: int | None = None
         self._columns: dict[str, list[float]] = {}
         self._windows: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._floats: dict[str, tuple[np.ndarray, int]] = {}  # column -> (buffer, filled)
 
     # -- building -------------------------------------------------------------------------
 
@@ -384,6 +386,34 @@ class Run:
             values.extend(map(getter, self.steps[len(values):]))
         return values
 
+    def floats(self, name: str) -> np.ndarray:
+        """A column as a compact float array, one entry per held step: what plots read. It
+        grows in place (capacity doubles), so a live run's next step costs one entry, not a
+        copy of the run."""
+        import numpy as np
+
+        values = self.column(name)
+        buffer, filled = self._floats.get(name, (None, 0))
+        n = len(values)
+        if buffer is None or filled < n:
+            if buffer is None or len(buffer) < n:
+                grown = np.empty(max(1024, 2 * n), dtype=float)
+                if buffer is not None:
+                    grown[:filled] = buffer[:filled]
+                buffer = grown
+            buffer[filled:n] = values[filled:]
+            self._floats[name] = (buffer, n)
+        return buffer[:n]
+
+    def prepare_plots(self) -> None:
+        """Build every plot series' columns now: a background loader calls this so that the
+        screen's first plot of a long run walks no records."""
+        for name in SERIES:
+            try:
+                self.series(name, self.first_step, self.last_step, 1)
+            except (AttributeError, KeyError):  # a series this run's records do not have
+                pass
+
     def _array(self, name: str, a: int, b: int) -> np.ndarray:
         """Held steps a..b-1 of a column as floats. Percentages are computed from the block
         counts in bulk: a Python property call per step costs more than the rest of a plot."""
@@ -391,10 +421,10 @@ class Run:
 
         if name in ("gpu_pct", "cpu_pct"):
             prefix = name[:3]
-            used = np.asarray(self.column(prefix + "_used")[a:b], dtype=float)
-            total = np.asarray(self.column(prefix + "_total")[a:b], dtype=float)
+            used = self.floats(prefix + "_used")[a:b]
+            total = self.floats(prefix + "_total")[a:b]
             return np.divide(100.0 * used, total, out=np.zeros_like(used), where=total > 0)
-        return np.asarray(self.column(name)[a:b], dtype=float)
+        return self.floats(name)[a:b]
 
     def series(self, name: str, lo: int, hi: int, points: int) -> tuple[np.ndarray, np.ndarray]:
         """Steps lo..hi (inclusive) of one plot series, downsampled to at most `points` points.
@@ -422,8 +452,8 @@ class Run:
         pad = nbins * size - n
         xs = np.arange(a, b, size, dtype=float) + first
         if name == "recompute_pct":
-            again = np.asarray(self.column("recomputed_tokens")[a:b], dtype=float)
-            computed = np.asarray(self.column("batched_tokens")[a:b], dtype=float)
+            again = self.floats("recomputed_tokens")[a:b]
+            computed = self.floats("batched_tokens")[a:b]
             if pad:
                 again = np.concatenate([again, np.zeros(pad)])
                 computed = np.concatenate([computed, np.zeros(pad)])
@@ -431,8 +461,8 @@ class Run:
             c = computed.reshape(nbins, size).sum(axis=1)
             ys = np.divide(100.0 * t, c, out=np.zeros_like(t), where=c > 0)
         elif name.endswith("_tps"):
-            tokens = np.asarray(self.column(TPS_COLUMNS[name])[a:b], dtype=float)
-            secs = np.asarray(self.column(axis_of(self.header).step_field)[a:b], dtype=float)
+            tokens = self.floats(TPS_COLUMNS[name])[a:b]
+            secs = self.floats(axis_of(self.header).step_field)[a:b]
             if pad:
                 tokens = np.concatenate([tokens, np.zeros(pad)])
                 secs = np.concatenate([secs, np.zeros(pad)])

@@ -81,7 +81,7 @@ V1_PLOTS: tuple[Plot, ...] = (
     # victims), drawn only when the run recorded one
     ("plot-kv", "KV cache %", "KV%", (0.0, 100.0), False, (
         Series("gpu_pct", "GPU", theme.GPU_KV),
-        Series("cpu_tier_pct", "CPU tier", theme.CPU_TIER, "CPU"),
+        Series("cpu_pct", "CPU tier", theme.CPU_TIER, "CPU"),  # V1StepRecord.cpu_chunks
         # the recompute tax of the tokens computed in each point's steps, in %: the thrash
         # while it lasts, 0 once a fix has stopped it
         Series("recompute_pct", "recompute %", theme.RECOMPUTED, "recomp"))),
@@ -111,7 +111,7 @@ def recorded(view: RunView, series: str) -> bool:
     made before it do not), a V1 CPU tier (runs without one)."""
     if series == "committed_pct":
         return committed_recorded(view)
-    if series == "cpu_tier_pct":
+    if series == "cpu_pct" and view.engine == "v1":
         return cpu_tier_recorded(view)
     return True
 
@@ -119,7 +119,7 @@ def recorded(view: RunView, series: str) -> bool:
 def cpu_tier_recorded(view: RunView) -> bool:
     """Whether a V1 run's steps carry a CPU tier (vLLM's offloading connector was on)."""
     s = view.current
-    return s is not None and bool(getattr(s, "cpu_tier_total", 0))
+    return s is not None and bool(getattr(s, "cpu_chunks_total", 0))
 
 
 def committed_recorded(view: RunView) -> bool:

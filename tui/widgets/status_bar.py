@@ -72,8 +72,8 @@ KEY_NUMBERS: dict[str, tuple[KeyNumber, ...]] = {
            KeyNumber(("waiting", "waiting", "wait", "wt"), _count("waiting")),
            KeyNumber(("GPU KV", "GPU", "GPU", "GPU"), _percent("gpu_pct")),
            # vLLM's CPU offloading tier, when the run has one (a cache: never hot)
-           KeyNumber(("CPU tier", "CPU", "CPU", "CPU"), _percent("cpu_tier_pct"),
-                     shown=lambda s: bool(getattr(s, "cpu_tier_total", 0))),
+           KeyNumber(("CPU tier", "CPU", "CPU", "CPU"), _percent("cpu_pct"),
+                     shown=lambda s: bool(s.cpu_chunks_total)),
            KeyNumber(("preempted", "preempted", "pre", "pre"), _count("preemptions_total"),
                      lambda s: bool(s.preempted)),
            KeyNumber(("recompute tax", "tax", "tax", "tax"),

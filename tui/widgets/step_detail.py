@@ -136,7 +136,7 @@ def _describe_v1(t: Text, s: V1StepRecord, roles: Roles) -> None:
     t.append(f"\ntokens   {s.batched_tokens}/{s.token_budget} batched  prompt "
              f"{s.prompt_tokens}  generated {s.generated_tokens}")
     t.append(f"\nagain    {s.recomputed_tokens} recomputed  {s.prefix_hit_tokens} from the "
-             f"prefix cache")
+             f"prefix cache" + (f" ({s.cpu_hit_tokens} from CPU)" if tier else ""))
     t.append(f"\nnew      {_chunks(s.new)}")
     t.append(f"\nresumed  {_chunks(s.resumed)}")
     chunks = [(rid, n) for rid, n in s.scheduled if n > 1]
@@ -164,9 +164,12 @@ def _describe_v1(t: Text, s: V1StepRecord, roles: Roles) -> None:
 
 
 def cpu_tier_line(s: V1StepRecord) -> str:
-    """The CPU offloading tier's numbers for one step ("" when the run has none)."""
-    total = getattr(s, "cpu_tier_total", 0)
-    if not total:
+    """The CPU offloading tier's numbers for one step ("" when the run has none): chunks
+    resident, the step's loads and stores (jobs and bytes), evictions and hit tokens."""
+    if not s.cpu_chunks_total:
         return ""
-    used = getattr(s, "cpu_tier_used", 0)
-    return f"{used}/{total} ({100.0 * used / total:.1f}%)"
+    from tui.widgets.status_bar import human_bytes
+
+    return (f"{s.cpu_chunks}/{s.cpu_chunks_total} ({s.cpu_pct:.0f}%)  load {s.cpu_loads}·"
+            f"{human_bytes(s.cpu_load_bytes, compact=True)}  store {s.cpu_stores}·"
+            f"{human_bytes(s.cpu_store_bytes, compact=True)}  evicted {s.cpu_evictions}")

@@ -20,6 +20,7 @@ from typing import Any
 from engine import logs
 from engine.adapters.v0.build import _summarize_config, cuda_available, sim_model_dir
 from engine.adapters.v1 import family_v033 as fam
+from engine.adapters.v1 import tier_v033 as tier
 from engine.errors import ConfigError
 from engine.spec import RunSpec
 
@@ -71,6 +72,7 @@ def engine_args(spec: RunSpec) -> Any:
         long_prefill_token_threshold=spec.long_prefill_token_threshold,
         disable_log_stats=False,
         **fam.engine_kwargs(spec),
+        **tier.engine_kwargs(spec),
     )
     if spec.backend == "sim":
         model = sim_model_dir(spec.model_name)

@@ -48,6 +48,10 @@ def scheduler_of(engine_core: Any) -> Any:
     return engine_core.scheduler
 
 
+def executor_of(engine_core: Any) -> Any:
+    return engine_core.model_executor
+
+
 # ---- the scheduler ----------------------------------------------------------------------------
 def reserve_full_isl(scheduler: Any) -> bool:
     return bool(scheduler.scheduler_reserve_full_isl)

@@ -16,6 +16,10 @@ KVCacheManager run unchanged around it:
 It keeps each request's prompt length from its first scheduling (NewRequestData) across
 preemptions, and its output count from the scheduler's CachedRequestData, and forgets a
 request when the scheduler lists it as finished.
+
+With a CPU tier (vLLM's OffloadingConnector, `--kv-offloading-size`) it also plays the
+connector's worker side (engine.adapters.v1.sim_offload_worker): it completes every load and
+store on the simulated clock and reports them in the step's `kv_connector_output`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,10 @@ class SimExecutor(Executor):
     def _init_executor(self) -> None:
         self._prompt_len: dict[str, int] = {}
         self._outputs: dict[str, int] = {}
+        # SimOffloadWorker when vLLM runs its offloading connector. vLLM builds this executor
+        # from a dotted path, without arguments: the driver sets the worker's bandwidth and
+        # clock (engine.adapters.v1.tier) before the first step.
+        self.offload = None
 
     # ---- start-up RPCs -------------------------------------------------------------------
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None,  # noqa: ANN001
@@ -69,6 +77,14 @@ class SimExecutor(Executor):
             dtype=model_config.dtype,
         )
         return {f"model.layers.{i}.self_attn.attn": spec for i in range(layers)}
+
+    def _rpc_initialize_from_config(self, kv_cache_configs: list[Any]) -> None:
+        """The KV cache the engine sized: what one block holds, for the tier's transfers."""
+        from engine.adapters.v1 import tier_v033 as tier
+        from engine.adapters.v1.sim_offload_worker import SimOffloadWorker
+
+        if tier.is_offloading(self.vllm_config):
+            self.offload = SimOffloadWorker(tier.bytes_per_block(kv_cache_configs[0]))
 
     def _rpc_determine_available_memory(self) -> int:
         # num_gpu_blocks_override decides the real pool; this only has to be enough for it
@@ -119,9 +135,14 @@ class SimExecutor(Executor):
             outputs[rid] = cached.num_output_tokens[i]
             req_ids.append(rid)
             sampled.append(self._sample(rid, cached.num_computed_tokens[i] + scheduled[rid]))
-        return ModelRunnerOutput(req_ids=req_ids,
-                                 req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-                                 sampled_token_ids=sampled)
+        output = ModelRunnerOutput(req_ids=req_ids,
+                                   req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
+                                   sampled_token_ids=sampled)
+        if self.offload is not None:
+            from engine.adapters.v1 import tier_v033 as tier
+
+            output.kv_connector_output = self.offload.step(tier.metadata_of(so))
+        return output
 
     def _sample(self, rid: str, computed_after: int) -> list[int]:
         context = self._prompt_len[rid] + self._outputs[rid]
