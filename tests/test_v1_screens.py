@@ -242,6 +242,7 @@ async def test_replay_and_ab_replay_of_v1_recordings():
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
         screen = app.main_screen
+        await pilot.press("home")  # it opens on the run's last frames
         await pilot.press("n")  # the next event: the first preemption burst
         await settle(pilot)
         assert screen.view.current_step == load(V1_TOGGLED).steps_of("recompute")[0]
