@@ -257,3 +257,179 @@ async def test_replay_and_ab_replay_of_v1_recordings():
         assert isinstance(screen, CompareScreen)
         titles = [p.title for p in screen.query("RunPlot")]
         assert titles == ["GPU KV %", "preemptions so far", "running requests"]
+
+
+# ------------------------------------------------------------------ commands on a V1 engine
+TIMEOUT_S = 240.0  # an engine process imports vLLM: slow on a loaded 2-core machine
+
+
+async def wait_for(pilot, condition, what: str) -> None:
+    """Let the app run until `condition` holds (no fixed sleeps)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def wait_for_exit(pid: int | None, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while pid is not None:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"engine process {pid} still running after {timeout} s")
+        time.sleep(0.05)
+
+
+async def drive_the_fix_key(app) -> None:
+    """Follow the V1 run until it thrashes, press `f` (off -> full-isl), wait until the engine
+    applies it; check the screen speaks V1 meanwhile; quit."""
+    screen = app.main_screen
+    await wait_for(pilot_of(app), lambda: screen.view.header is not None
+                   and any(s.preempted for s in screen.view.steps), "the first preemption")
+    assert screen.view.engine == "v1"
+    status = screen.query_one(StatusBar).render().plain
+    assert "tax" in status and "swap" not in status
+    assert screen.query_one("#plot-queues").title == "requests"
+    screen.action_cycle_policy()  # what `f` does
+    assert "→ full-isl…" in screen.query_one(StatusBar).render().plain
+    await wait_for(pilot_of(app), lambda: screen.view.policy == "full-isl",
+                   "a step governed by full-isl")
+
+
+_pilots: dict[int, object] = {}
+
+
+def pilot_of(app):
+    return _pilots[id(app)]
+
+
+@needs_v1
+async def test_live_on_the_v1_engine_switches_the_fix_with_a_key(tmp_path):
+    from engine.spec import preset_spec
+    from tui.launch import live_app
+
+    path = tmp_path / "live.jsonl"
+    app = live_app(preset_spec("v1-thrash").validated(), str(path))
+    async with app.run_test(size=(160, 48)) as pilot:
+        _pilots[id(app)] = pilot
+        await drive_the_fix_key(app)
+        pid = getattr(app.main_screen.source, "pid", None)
+        await pilot.press("q")
+    wait_for_exit(pid)
+    recording = load(path)
+    assert recording.header.engine == "v1"
+    changes = recording.policy_changes
+    assert [(c.old, c.new, c.source) for c in changes] == [("off", "full-isl", "tui")]
+    assert recording.step(changes[0].step).policy == "full-isl"
+
+
+class Serve:
+    """`observatory serve` on a V1 engine, on 127.0.0.1; stopped by its PID."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.record = tmp / "served.jsonl.zst"
+        token_file = tmp / "token"
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "engine.cli", "serve", "--preset", "v1-thrash", "--listen",
+             "127.0.0.1:0", "--token-file", str(token_file), "--record", str(self.record)],
+            cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True)
+        self.log: list[str] = []
+        self.address: str | None = None
+        self._listening = threading.Event()
+        threading.Thread(target=self._read_log, daemon=True).start()
+        assert self._listening.wait(TIMEOUT_S), f"serve did not start: {self.log}"
+        self.token = token_file.read_text().strip()
+
+    def _read_log(self) -> None:
+        for line in self.process.stderr:
+            self.log.append(line.rstrip("\n"))
+            if "listening on " in line:
+                self.address = line.rsplit("listening on ", 1)[1].strip()
+                self._listening.set()
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+        try:
+            return self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            os.kill(self.process.pid, signal.SIGKILL)
+            return self.process.wait(10)
+
+
+@needs_v1
+async def test_serve_a_v1_engine_and_switch_its_fix_from_live_connect(tmp_path):
+    from tui.launch import live_app
+
+    server = Serve(tmp_path)
+    try:
+        app = live_app(None, connect=(server.address, server.token))
+        async with app.run_test(size=(160, 48)) as pilot:
+            _pilots[id(app)] = pilot
+            await drive_the_fix_key(app)
+            await pilot.press("q")
+    finally:
+        code = server.stop()
+    assert code in (0, 143), server.log[-5:]
+    recording = load(server.record)
+    assert recording.header.engine == "v1"
+    assert [(c.old, c.new) for c in recording.policy_changes] == [("off", "full-isl")]
+
+
+@needs_v1
+def test_run_records_a_v1_toggle_and_verify_replays_it(tmp_path):
+    path = tmp_path / "toggle.jsonl.zst"
+    out = observatory("run", "--preset", "v1-thrash", "--max-steps", "400", "--toggle-at",
+                      "200:whole-context", "--record", str(path))
+    assert out.returncode == 0, out.stderr
+    assert [(c.step, c.new) for c in load(path).policy_changes] == [(200, "whole-context")]
+    checked = observatory("verify", str(path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.startswith("verified"), checked.stdout
+
+
+@needs_v1
+def test_a_v1_sweep_reports_v1s_numbers(tmp_path):
+    out_dir = tmp_path / "v1sweep"
+    out = observatory("sweep", "--preset", "v1-thrash", "--max-steps", "300", "--grid",
+                      "policy=off,whole-context", "--serial", "-o", str(out_dir))
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in (out_dir / "results.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["ok", "ok"], rows
+    assert {r["engine"] for r in rows} == {"v1"} and all(r["steps"] == 300 for r in rows)
+    off, fixed = sorted(rows, key=lambda r: r["cell"])
+    assert off["recompute_tax"] > fixed["recompute_tax"]
+    assert off["swap_outs"] is None  # V1 has no swap space: not a zero, nothing
+    report = observatory("sweep-report", str(out_dir))
+    assert report.returncode == 0, report.stderr
+    assert "recompute tax" in report.stdout and "swap" not in report.stdout.lower()
+
+
+@needs_v1
+@pytest.mark.parametrize("backend", ["sim", "gpu"])
+def test_the_dry_run_resolves_a_v1_engine(backend):
+    out = observatory("run", "--preset", "v1-thrash", "--backend", backend, "--dry-run",
+                      "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert (data["vllm_version"], data["engine"], data["api_family"]) == ("0.33.0", "v1",
+                                                                          "v033")
+    args = data["engine_args"]
+    assert (args["max_num_batched_tokens"], args["scheduler_reserve_full_isl"],
+            args["enable_prefix_caching"]) == (512, False, False)
+    if backend == "sim":
+        assert data["executor_class"] == "engine.adapters.v1.sim_executor.SimExecutor"
+        assert data["platform_class"] == "vllm.platforms.cpu.CpuPlatform"
+    else:  # vLLM's own executor; without CUDA its platform detection finds no device
+        assert data["executor_class"] == "vllm.v1.executor.uniproc_executor.UniProcExecutor"
+        assert "CpuPlatform" not in data["platform_class"]
+        if not data["cuda_available"]:
+            assert any("no CUDA device" in note for note in data["notes"])
+    text = observatory("run", "--preset", "v1-thrash", "--backend", backend, "--dry-run")
+    assert text.returncode == 0 and "scheduler_reserve_full_isl" in text.stdout
