@@ -291,8 +291,9 @@ async def drive_the_fix_key(app) -> None:
     await wait_for(pilot_of(app), lambda: screen.view.header is not None
                    and any(s.preempted for s in screen.view.steps), "the first preemption")
     assert screen.view.engine == "v1"
-    status = screen.query_one(StatusBar).render().plain
-    assert "tax" in status and "swap" not in status
+    bar = screen.query_one(StatusBar)
+    await wait_for(pilot_of(app), lambda: "tax" in bar.render().plain, "the V1 status")
+    assert "swap" not in bar.render().plain
     assert screen.query_one("#plot-queues").title == "requests"
     screen.action_cycle_policy()  # what `f` does
     assert "→ full-isl…" in screen.query_one(StatusBar).render().plain
@@ -313,7 +314,7 @@ async def test_live_on_the_v1_engine_switches_the_fix_with_a_key(tmp_path):
     from tui.launch import live_app
 
     path = tmp_path / "live.jsonl"
-    app = live_app(preset_spec("v1-thrash").validated(), str(path))
+    app = live_app(preset_spec("v1-thrash", max_steps=4000).validated(), str(path))
     async with app.run_test(size=(160, 48)) as pilot:
         _pilots[id(app)] = pilot
         await drive_the_fix_key(app)
@@ -431,5 +432,7 @@ def test_the_dry_run_resolves_a_v1_engine(backend):
         assert "CpuPlatform" not in data["platform_class"]
         if not data["cuda_available"]:
             assert any("no CUDA device" in note for note in data["notes"])
-    text = observatory("run", "--preset", "v1-thrash", "--backend", backend, "--dry-run")
-    assert text.returncode == 0 and "scheduler_reserve_full_isl" in text.stdout
+    from engine.dry_run import format_text
+
+    text = format_text(data)  # what the command prints without --json
+    assert "engine v1, adapter family v033" in text and "scheduler_reserve_full_isl" in text
