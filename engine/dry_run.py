@@ -3,9 +3,8 @@
 A user about to start a long run on a remote GPU host checks its setup first: which vLLM and
 adapter family, which executor and platform vLLM picks, the engine arguments as vLLM's own
 config holds them (the scheduling ones, async output, the swap space and the CPU blocks it
-implies; on V1 the prefill thresholds, `scheduler_reserve_full_isl`, prefix caching and the
-CPU tier), and where the model and tokenizer come from. Everything is resolved by the code a
-run uses (engine.adapters.v0.build.resolve, engine.adapters.v1.resolve), offline: nothing is downloaded (HF_HUB_OFFLINE).
+implies), and where the model and tokenizer come from. Everything is resolved by the code a
+run uses (engine.adapters.v0.build.resolve), offline: nothing is downloaded (HF_HUB_OFFLINE).
 Without CUDA a gpu dry run still resolves, says that no CUDA device is present, and exits 0.
 """
 
@@ -25,8 +24,12 @@ def resolve(spec: RunSpec) -> dict[str, Any]:
     os.environ["HF_HUB_OFFLINE"] = "1"  # before anything imports huggingface_hub: no download
     from engine.adapters.versions import require_supported
 
-    if require_supported().engine == "v1":  # vLLM's V1 engine (engine.adapters.v1.resolve)
-        from engine.adapters.v1.resolve import resolve as resolve_engine
+    if require_supported().engine == "v1":
+        if spec.backend == "sim":  # before anything imports vLLM's V1 modules
+            from engine.adapters.v1.platform import prepare_sim_process
+
+            prepare_sim_process()
+        from engine.adapters.v1.build import resolve as resolve_engine
     else:
         from engine.adapters.v0.build import resolve as resolve_engine
 
@@ -47,12 +50,13 @@ def format_text(data: dict[str, Any]) -> str:
         f"tokenizer    {safe(data['tokenizer_source'])}",
         "engine arguments (as vLLM's config holds them):",
     ]
+    width = max((len(key) for key in data["engine_args"]), default=0)
     for key, value in data["engine_args"].items():
         if isinstance(value, dict):
             value = ", ".join(f"{k} {v}" for k, v in value.items())
         elif isinstance(value, float):
             value = f"{value:.6g}"
-        lines.append(f"  {key:<24} {value}")
+        lines.append(f"  {key:<{max(24, width)}} {value}")
     lines += [f"note: {safe(note)}" for note in data["notes"]]
     return "\n".join(lines)
 

@@ -12,7 +12,9 @@ With --prompt-len every prompt has that many tokens instead (with --prompt-len-m
 drawn uniformly from the two; with --min-tokens, each request's max_tokens drawn from
 --min-tokens to --max-tokens). Those draws come from a generator seeded by (seed, request
 index), apart from the arrivals' one, so a run without them draws exactly what it drew before. Arrivals are all at t=0 (as in the
-seed) or a Poisson process of --arrival-rate requests per simulated second. Bursts (the TUI's
+seed) or a Poisson process of --arrival-rate requests per simulated second. With
+--shared-prefixes N, request i's prompt starts with shared prefix i mod N (--shared-prefix-len
+tokens), then its own tokens: what prefix caching and V1's CPU tier reuse. Bursts (the TUI's
 `a` key) continue the same prompt sequence, so a recording's bursts replay identically.
 """
 

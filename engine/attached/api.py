@@ -133,7 +133,8 @@ def _observe(tap: Any, policy: Policy, *, address: tuple[str, int] | None,
     if address is not None:
         registry.serve(observer, address, token)
     observer.start()
-    registry.remember(observer)
+    if path is not None or address is not None:  # a stream someone reads: end it at exit
+        registry.remember(observer)
     return Handle(tap, observer)
 
 

@@ -88,13 +88,15 @@ class _Reader:
 
     # -- records ---------------------------------------------------------------------------
 
-    def decode_lines(self, lines: list[bytes], lineno: int, keep: bool = True) -> bool:
+    def decode_lines(self, lines: list[bytes], lineno: int, keep: bool = True,
+                     size: int | None = None) -> bool:
         """Decode and check `lines` (the first is line `lineno`); append the good ones to the
         run if `keep`. Returns False if any line was bad. The loop is the loader's hot path:
-        the common case (the next step, within bounds) costs a few comparisons."""
+        the common case (the next step, within bounds) costs a few comparisons. `size`: the
+        lines' bytes, if the caller knows them (no line is longer than all of them)."""
         decode = _record_decoder.decode
         append = self.run.append
-        if sum(map(len, lines)) > limits.MAX_LINE_BYTES:
+        if (size if size is not None else sum(map(len, lines))) > limits.MAX_LINE_BYTES:
             lines = list(lines)
             for i, line in enumerate(lines):
                 if len(line) > limits.MAX_LINE_BYTES:
@@ -103,6 +105,7 @@ class _Reader:
                     lines[i] = _TOO_LONG  # reported: now just skipped
         ok = True
         expected = self.expected
+        over = self.ended or self.aborted  # a step after the end or the abort breaks a rule
         for line in lines:
             try:
                 item = decode(line)
@@ -116,7 +119,7 @@ class _Reader:
             kind = type(item)
             if kind is StepRecord or kind is V1StepRecord:
                 if (item.step != expected or item.gpu_used > item.gpu_total
-                        or item.cpu_used > item.cpu_total or self.ended or self.aborted):
+                        or item.cpu_used > item.cpu_total or over):
                     self.expected = expected
                     if not self._odd_step(item, lineno):
                         ok = False
@@ -126,6 +129,7 @@ class _Reader:
             elif kind is EngineAborted or kind is RunFinished:
                 self.expected = expected
                 why = self._end_problem(item)
+                over = self.ended or self.aborted
                 if why is not None:
                     self.problem(lineno, why)
                     ok = False
@@ -289,7 +293,7 @@ def load_checked(data: bytes, run: Run, name: str, lenient: bool, verified: int 
             if start == 0:
                 reader.decode_lines(lines[1:], lineno + 1)  # the header line is parsed
             else:
-                reader.decode_lines(lines, lineno)
+                reader.decode_lines(lines, lineno, size=check_start - start)
         start = check_end + 1
         lineno = check_lineno + 1
     if start == 0:  # not one Check: the tail starts after the header line

@@ -402,7 +402,8 @@ Rate = Annotated[float, msgspec.Meta(ge=0.0, le=1e15)]
 
 
 class LogWindow(msgspec.Struct, tag="log_window", tag_field="kind", kw_only=True, gc=False):
-    """One V0 stats line (`Avg prompt throughput: ...`): vLLM's view of the last ~5 s.
+    """One stats line (`Avg prompt throughput: ...`): vLLM's view of the last ~5 s (V0) or
+    ~10 s (V1).
 
     `t_s` is seconds since the run's first step (see engine.analysis.logs.timeline for how it is
     estimated); throughputs are vLLM's averages over the window that ends at `t_s`. A record cut
@@ -421,6 +422,15 @@ class LogWindow(msgspec.Struct, tag="log_window", tag_field="kind", kw_only=True
     cpu_pct: Rate | None
     partial: bool = False
     missing: list[str] = []  # the fields that were cut or absent
+    # V1 logs only (None in V0 ones): `pending` holds V1's `Waiting:`, `gpu_pct` the KV cache
+    # usage of the device it names (`kv_device`), and swapped / cpu_pct stay None.
+    engine: Annotated[int, msgspec.Meta(ge=-1, le=MAX_COUNT)] | None = None  # `Engine NNN:` (data parallel: one series each); -1: aggregated
+    kv_device: str | None = None
+    prefix_hit_pct: Rate | None = None
+    external_prefix_hit_pct: Rate | None = None
+    mm_hit_pct: Rate | None = None
+    preemptions: Count | None = None  # in the window; V1 logs it only when > 0
+    deferred: Count | None = None
 
 
 class LogEvent(msgspec.Struct, tag="log_event", tag_field="kind", kw_only=True, gc=False):

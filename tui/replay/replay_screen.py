@@ -58,8 +58,8 @@ class ReplayScreen(RunScreen):
 
     def begin(self) -> None:
         super().begin()
-        if self.loader is not None:
-            self.loader.start(self)
+        if self.loader is not None:  # once the window is on screen: it must not wait for this
+            self.call_after_refresh(self.loader.start, self)
 
     def span(self) -> tuple[int, int]:
         index = self.indexed.index if self.indexed is not None else None
@@ -89,8 +89,20 @@ class ReplayScreen(RunScreen):
         self.indexed = None
         self.adopt(message.view)  # type: ignore[arg-type]
 
+    def on_key(self, _event) -> None:
+        self._busy()
+
+    def _busy(self) -> None:
+        if self.loader is not None and self.indexed is not None:
+            self.loader.busy()  # the whole read pauses while the user moves
+
+    def action_goto(self) -> None:
+        self._busy()
+        super().action_goto()
+
     def go(self, step: int) -> None:
         """A jump outside the window, before the whole run is read: decode its frames."""
+        self._busy()
         view = self.view
         if self.indexed is not None and view.header is not None \
                 and not view.first_step <= step <= view.last_step:
@@ -109,6 +121,7 @@ class ReplayScreen(RunScreen):
         super().go(step)
 
     def action_seek_end(self) -> None:
+        self._busy()
         if self.indexed is not None:
             self.go(self.span()[1])
             return

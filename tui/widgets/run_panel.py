@@ -270,7 +270,8 @@ class RunPanel(Vertical):
                 lines.append(Line(s.label, xs, ys, s.color, s.axis, s.short))
             if ref is not None:  # the overlaid real log: dots, not lines, "real" in the legend
                 for s in series:
-                    if s.real:
+                    # a V1 log has no swap queue but a `Waiting:` one, drawn in its place
+                    if (s.real or (ref.v1 and s.name == "waiting")) and ref.has(s.name):
                         xs, ys = ref.series(s.name, view.column("sim_s"), view.first_step,
                                             lo, hi)
                         label = s.short or s.label

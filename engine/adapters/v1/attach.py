@@ -114,6 +114,9 @@ class V1Tap:
              aborted: Callable[[BaseException], None],
              added: Callable[[str, int], None]) -> None:
         scheduler = self.scheduler
+        self._saved = {name: vars(scheduler)[name] for name in ("update_from_output",
+                                                                "add_request")
+                       if name in vars(scheduler)}  # the program's own wrappers, if any
         schedule = scheduler.schedule  # the guarded hook
         update = scheduler.update_from_output
         add = scheduler.add_request
@@ -164,6 +167,7 @@ class V1Tap:
         self.hook.detach()
         for name in self._wrapped:
             vars(self.scheduler).pop(name, None)
+        vars(self.scheduler).update(getattr(self, "_saved", {}))
         vars(self.scheduler).pop(_MARK, None)
         self._wrapped.clear()
 

@@ -26,6 +26,9 @@ from typing import Any, Callable
 
 from engine.adapters.v1 import tier_v033 as tier
 from engine.adapters.v1.tier_clock import LOAD, STORE, Transfer, TransferClock
+from engine.costmodel import CostModel
+
+DEFAULT_STEP_S = CostModel().base_s
 
 
 class SimOffloadWorker:
@@ -35,11 +38,13 @@ class SimOffloadWorker:
         self.bytes_per_block = bytes_per_block
         self.clock = TransferClock(bandwidth_bytes_per_s)
         self._deferred: list[tuple[int, str, int]] = []  # stores for the next step
-        # Set by the driver before each step: when the step starts on the simulated clock,
-        # and the least the step will last (a function: the step's tokens are known only
-        # once vLLM has scheduled it).
+        # When the step starts on the simulated clock, and the least it will last (a function:
+        # the step's tokens are known only once vLLM has scheduled it). The driver sets both
+        # from the cost model (engine.adapters.v1.tier); without it (vLLM driving the executor
+        # alone, a bare bench) each step lasts the cost model's fixed base and the clock runs
+        # on by itself, so transfers still complete.
         self.now_s = 0.0
-        self.min_step_s: Callable[[], float] = lambda: 0.0
+        self.min_step_s: Callable[[], float] = lambda: DEFAULT_STEP_S
         self.wait_s = 0.0  # what the last step waited for transfers (flushes, sync loads)
 
     def step(self, meta: Any) -> Any:
@@ -75,7 +80,9 @@ class SimOffloadWorker:
             self.wait_s += clock.wait_for(sync, start)
             done += clock.finish(sync)
         self._deferred = later
-        done += clock.finished_by(now + self.wait_s + self.min_step_s())
+        end = now + self.wait_s + self.min_step_s()
+        done += clock.finished_by(end)
+        self.now_s = end  # the next step's start, unless the driver says otherwise
         return self._report(done)
 
     def _report(self, done: list[Transfer]) -> Any:
