@@ -30,6 +30,8 @@ from typing import Any
 from vllm.v1.executor.abstract import Executor
 from vllm.v1.outputs import ModelRunnerOutput
 
+from engine.adapters.v1 import tier_v033 as tier
+
 SAMPLED_TOKEN_ID = 7  # any id the vocabulary has; nothing reads it back
 DOTTED_PATH = f"{__name__}.SimExecutor"
 DEFAULT_GPU_BLOCKS = 8192
@@ -83,7 +85,6 @@ class SimExecutor(Executor):
 
     def _rpc_initialize_from_config(self, kv_cache_configs: list[Any]) -> None:
         """The KV cache the engine sized: what one block holds, for the tier's transfers."""
-        from engine.adapters.v1 import tier_v033 as tier
         from engine.adapters.v1.sim_offload_worker import SimOffloadWorker
 
         if tier.is_offloading(self.vllm_config):
@@ -152,8 +153,6 @@ class SimExecutor(Executor):
                                    req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
                                    sampled_token_ids=sampled)
         if self.offload is not None:
-            from engine.adapters.v1 import tier_v033 as tier
-
             output.kv_connector_output = self.offload.step(tier.metadata_of(so))
         return output
 
