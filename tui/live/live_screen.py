@@ -93,6 +93,10 @@ class LiveScreen(RunScreen):
     def _start(self) -> None:
         if self.spec is not None:
             self.view.planned_policy = self.spec.policy
+        if self.restartable:  # a local engine: it runs the installed vLLM
+            from engine.adapters.versions import installed_engine
+
+            self.view.planned_engine = installed_engine()
         self.source = self._open_source(self.spec) if self.spec is not None \
             else self._open_source(None)  # type: ignore[arg-type]
         self.stream_over = False
@@ -217,13 +221,12 @@ class LiveScreen(RunScreen):
 
     def action_cycle_policy(self) -> None:
         base = self.pending_policy or self.view.policy
-        header = self.view.header
-        kind = header.engine if header is not None else "v0"  # V1 cycles its own policies
+        kind = self.view.engine  # V1 cycles its own policies
         self._choose_policy(str(next_policy(parse_policy(base), kind)))
 
     def action_pick_policy(self) -> None:
         current = self.pending_policy or self.view.policy
-        self.app.push_screen(PolicyPicker(current),
+        self.app.push_screen(PolicyPicker(current, self.view.engine),
                              lambda picked: picked and self._choose_policy(picked))
 
     def _choose_policy(self, policy: str) -> None:

@@ -14,6 +14,7 @@ the usable blocks (one fewer), as vLLM's own KV usage does.
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +117,29 @@ def build_engine(spec: RunSpec) -> BuiltV1Engine:
     )
 
 
+def _given_args(args: Any) -> dict[str, Any]:
+    """The dry run's engine arguments as a run passes them to vLLM (unresolved: vLLM could not
+    build its config here), under the names the resolved form uses."""
+    transfer = getattr(args, "kv_transfer_config", None)
+    return {
+        "enable_chunked_prefill": args.enable_chunked_prefill,
+        "max_num_batched_tokens": args.max_num_batched_tokens,
+        "max_num_seqs": args.max_num_seqs,
+        "long_prefill_token_threshold": args.long_prefill_token_threshold,
+        "scheduler_reserve_full_isl": args.scheduler_reserve_full_isl,
+        "block_size": args.block_size,
+        "enable_prefix_caching": args.enable_prefix_caching,
+        "num_gpu_blocks_override": args.num_gpu_blocks_override,
+        "kv_offloading_size_gib": args.kv_offloading_size,
+        "kv_connector": getattr(transfer, "kv_connector", None) if transfer else None,
+        "device": "cuda",
+        "dtype": str(args.dtype),
+        "max_model_len": args.max_model_len,
+        "enforce_eager": bool(args.enforce_eager),
+        "seed": args.seed,
+    }
+
+
 def resolve(spec: RunSpec) -> Any:
     """What `build_engine(spec)` would start with (`observatory run --dry-run` on V1): vLLM's
     own VllmConfig for the spec's EngineArgs, resolved as `LLMEngine.from_engine_args` does
@@ -144,15 +168,35 @@ def resolve(spec: RunSpec) -> Any:
     import vllm
 
     logs.install()
+    from vllm.platforms import current_platform
+    from vllm.v1.executor.abstract import Executor
+
+    platform = type(current_platform)
+    platform_name = f"{platform.__module__}.{platform.__qualname__}"
+    args_in = engine_args(resolved_spec)
+    if spec.backend == "gpu" and not cuda:
+        # vLLM 0.33 detects no platform without a device (UnspecifiedPlatform) and cannot build
+        # its config (DeviceConfig needs a device): say what a run passes, as given, and the
+        # executor vLLM's own ParallelConfig and Executor.get_class pick for it
+        from vllm.config import ParallelConfig
+
+        parallel = ParallelConfig(
+            distributed_executor_backend=args_in.distributed_executor_backend)
+        executor = Executor.get_class(types.SimpleNamespace(parallel_config=parallel))
+        notes.append(f"vLLM's platform detection found no device ({platform.__qualname__}), "
+                     "so its config cannot be built here: the engine arguments are those a "
+                     "run passes, as given, and the executor the one vLLM picks for them")
+        given = _given_args(args_in)
+        return Resolved(backend=spec.backend, vllm_version=vllm.__version__,
+                        engine=release.engine, api_family=release.family,
+                        executor_class=f"{executor.__module__}.{executor.__qualname__}",
+                        platform_class=platform_name, device_type=given["device"],
+                        cuda_available=cuda, model=spec.model_name,
+                        model_source=model_source, tokenizer_source=tokenizer_source,
+                        engine_args=given, notes=notes)
     try:
-        config = engine_args(resolved_spec).create_engine_config()
-    except RuntimeError as exc:
-        if spec.backend == "gpu" and not cuda:  # vLLM 0.33 detects no platform without one
-            raise ConfigError("--dry-run --backend gpu needs the CUDA device vLLM 0.33 "
-                              "resolves its config on, and this machine has none: run it on "
-                              "the GPU host, or dry-run the sim backend") from None
-        raise
-    except (ValueError, TypeError, OSError) as exc:
+        config = args_in.create_engine_config()
+    except (ValueError, TypeError, OSError, RuntimeError) as exc:
         text = str(exc).strip().splitlines()
         raise ConfigError(f"vLLM rejected the engine config: "
                           f"{text[0] if text else type(exc).__name__}") from None
@@ -177,15 +221,13 @@ def resolve(spec: RunSpec) -> Any:
     }
     if spec.backend == "sim":
         from engine.adapters.v1.sim_executor import DOTTED_PATH as executor_name
-    else:
-        executor_name = str(config.parallel_config.distributed_executor_backend)
-    from vllm.platforms import current_platform
-
-    platform = type(current_platform)
+    else:  # the class vLLM's engine core instantiates for this config
+        executor = Executor.get_class(config)
+        executor_name = f"{executor.__module__}.{executor.__qualname__}"
     return Resolved(backend=spec.backend, vllm_version=vllm.__version__,
                     engine=release.engine, api_family=release.family,
                     executor_class=executor_name,
-                    platform_class=f"{platform.__module__}.{platform.__qualname__}",
+                    platform_class=platform_name,
                     device_type=args["device"], cuda_available=cuda, model=spec.model_name,
                     model_source=model_source, tokenizer_source=tokenizer_source,
                     engine_args=args, notes=notes)
