@@ -173,3 +173,20 @@ def test_a_bug_in_a_hook_costs_one_warning_and_nothing_else(tmp_path):
     error, end = items[-2:]
     assert type(error) is ObserverError and "ZeroDivisionError" in error.error
     assert type(end) is RunFinished and end.reason == "observer_error"
+
+
+@pytest.mark.parametrize("args, says", [
+    ([], "exec needs a command after --"),
+    (["--policy", "nonsense", "--", "true"], "policy"),
+    (["--policy", "whole-context", "--", "true"], "whole-context"),
+    (["--record", "/proc/no/such/dir", "--", "true"], "--record /proc/no/such/dir"),
+    (["--", "/no/such/program"], "cannot run '/no/such/program'"),
+])
+def test_exec_refuses_bad_input_in_one_line(args, says):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "exec", *args], env=env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("observatory: error:") and says in lines[0], \
+        proc.stderr
