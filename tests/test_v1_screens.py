@@ -268,7 +268,14 @@ def test_export_a_v1_recording(tmp_path):
     trace = tmp_path / "off.json"
     out = observatory("export", str(V1_TOGGLED), "--format", "perfetto", "-o", str(trace))
     assert out.returncode == 0, out.stderr
-    assert json.loads(trace.read_text())
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert "swap" not in trace.read_text()
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert counters == {"KV cache %", "requests", "recompute"}
+    step = next(e for e in events if e.get("name") == "step 2991")
+    assert step["args"]["preempted"] == ["12 lost 509 (x20)"]
+    assert sum(e["name"].startswith("preempted x") for e in events) == \
+        len(load(V1_TOGGLED).steps_of("recompute"))
 
 
 async def test_replay_and_ab_replay_of_v1_recordings():
