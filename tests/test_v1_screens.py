@@ -162,6 +162,30 @@ async def test_the_cpu_tier_is_labelled_and_counted_when_the_run_has_one():
     assert "CPU" not in StatusBar.compose_text(plain, Status(state="running")).plain
 
 
+async def test_the_policy_picker_offers_v1s_policies():
+    from textual.app import App
+
+    from tui.live.policy_picker import PolicyPicker
+
+    picked: list[str | None] = []
+
+    class PickerApp(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(PolicyPicker("full-isl", "v1"), picked.append)
+
+    app = PickerApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        options = app.screen.query_one("#picker-options")
+        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert ids == ["off", "full-isl", "whole-context", "least-computed",
+                       "whole-context+least-computed"]
+        assert options.highlighted == 1 and not app.screen.query("#picker-level")
+        await pilot.press("down", "enter")
+        await settle(pilot)
+    assert picked == ["whole-context"]
+
+
 # ------------------------------------------------------------------ the admission watchdog
 def _stalled(n: int, **over) -> list[V1StepRecord]:
     """n steps with requests waiting, nothing admitted, KV mostly free."""
