@@ -97,6 +97,8 @@ def test_a_policy_switched_from_a_client_is_in_the_recording(tmp_path):
         for line in proc.stdout:  # the first batch is done: the engine is built and announced
             if line.strip() == "READY":
                 break
+        _misbehave(address, token)  # garbage, a command that does not apply, a viewer that
+        # vanishes mid-stream: none of it reaches the engine
         link = connect(address, token, client="pytest")
         items: queue.Queue = queue.Queue()
         threading.Thread(target=lambda: [items.put(i) for i in link.items()],
@@ -127,6 +129,64 @@ def test_a_policy_switched_from_a_client_is_in_the_recording(tmp_path):
     steps, finished, changes = _steps_and_finished(record)
     assert len(steps) == seen["steps"] and finished == sorted(seen["finished"])
     assert [(c.old, c.new, c.source) for c in changes] == [("off", "strict", "remote:pytest")]
+    assert "observatory:" not in out + err  # nothing went wrong on the engine's side
     first = changes[0].step
     assert {s.policy for s in steps[:first]} == {"off"}
     assert {s.policy for s in steps[first:]} == {"strict"}
+
+
+def _misbehave(address: str, token: str) -> None:
+    import socket
+
+    from engine.stream.client import connect
+    from engine.stream.protocol import Ack
+
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:  # not a client
+        sock.sendall(b"\x00\xffgarbage\n")
+        assert b"refused" in sock.makefile("rb").readline()
+    link = connect(address, token, client="rude")
+    command_id = link.send("pause")
+    for item in link.items():
+        if type(item) is Ack and item.id == command_id:
+            assert not item.ok and "attached engine" in item.message
+            break
+    link.close()  # gone mid-stream, without a word
+
+
+def test_a_bug_in_a_hook_costs_one_warning_and_nothing_else(tmp_path):
+    from engine.stream.reader import load
+    from engine.stream.records import ObserverError, RunFinished
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = ROOT / "tests" / "fixtures" / "attach" / "hook_bug.py"
+    record = tmp_path / "run.jsonl.zst"
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "exec", "--sim", "--record",
+                           str(record), "--", sys.executable, str(script), str(MODEL)],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(_result(proc.stdout)["finished"]) == 12  # every sample of every request
+    warnings = [line for line in (proc.stdout + proc.stderr).splitlines()
+                if "observatory:" in line]
+    assert len(warnings) == 1 and "injected hook bug" in warnings[0], warnings
+    items = load(record).all_items()  # whole and checked up to the failure
+    error, end = items[-2:]
+    assert type(error) is ObserverError and "ZeroDivisionError" in error.error
+    assert type(end) is RunFinished and end.reason == "observer_error"
+
+
+@pytest.mark.parametrize("args, says", [
+    ([], "exec needs a command after --"),
+    (["--policy", "nonsense", "--", "true"], "policy"),
+    (["--policy", "whole-context", "--", "true"], "whole-context"),
+    (["--record", "/proc/no/such/dir", "--", "true"], "--record /proc/no/such/dir"),
+    (["--", "/no/such/program"], "cannot run '/no/such/program'"),
+])
+def test_exec_refuses_bad_input_in_one_line(args, says):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "exec", *args], env=env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("observatory: error:") and says in lines[0], \
+        proc.stderr

@@ -32,9 +32,12 @@ PROMPTS = [{"prompt_token_ids": [3 + (i * 7 + k) % 1000 for k in range(200 + 50 
 
 def _recorded(path: Path) -> tuple[list, list[str]]:
     from engine.stream.reader import load
-    from engine.stream.records import V1StepRecord
+    from engine.stream.records import RunFinished, V1StepRecord
 
-    items = load(path).all_items()
+    recording = load(path)
+    assert not recording.truncated  # ended with its end record, even in a spawned EngineCore
+    items = recording.all_items()
+    assert type(items[-1]) is RunFinished
     steps = [i for i in items if type(i) is V1StepRecord]
     return steps, sorted(rid for s in steps for rid in s.finished)
 

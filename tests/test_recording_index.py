@@ -19,7 +19,8 @@ from engine.stream.recorder import Recorder
 from engine.stream.records import STEP_TYPES, EngineAborted, Index, encode
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = sorted((ROOT / "recordings").glob("*.jsonl.zst"))
+SHIPPED = sorted(p for p in (ROOT / "recordings").glob("*.jsonl.zst")
+                 if not p.name.startswith("."))  # not make_examples.py's files in the making
 FRAME = 1 << 15  # small frames, so a 1,600-step run has dozens
 
 
@@ -176,3 +177,25 @@ def test_verify_refuses_an_index_whose_summary_the_records_contradict(tmp_path: 
     load(path)  # the records and frames agree with it...
     with pytest.raises(RecordingError, match="swap_outs"):
         verify_file(str(path))  # ...its summary does not, and verify says so before re-running
+
+
+def test_a_recording_switched_off_mid_run_says_so_from_its_index(tmp_path: Path) -> None:
+    from engine.cli.summary import _from_records
+    from engine.stream.records import RunFinished
+
+    run = load(ROOT / "recordings" / "seed-5578-strict.jsonl.zst")
+    path = tmp_path / "off-at-900.jsonl.zst"
+    recorder = Recorder(path, run.header, background_flush=False, frame_bytes=FRAME)
+    for item in run.items:
+        if type(item) in STEP_TYPES and item.step == 900 or isinstance(item, RunFinished):
+            break  # the TUI's `r` key: recording off, the run goes on
+        recorder.write(item)
+    recorder.close()
+    indexed = open_indexed(path)
+    assert indexed is not None and not indexed.index.finished
+    err = io.StringIO()
+    with redirect_stderr(err):
+        full = _from_records(str(path), lenient=False)
+    assert summary_cli(path) == (msgspec.json.format(msgspec.json.encode(full), indent=2)
+                                 .decode() + "\n", err.getvalue())
+    assert "switched off after step 899" in err.getvalue()

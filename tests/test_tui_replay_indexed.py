@@ -1,5 +1,6 @@
-"""Replay of a recording with an index: it opens on a window of the run's end, jumps work
-before the whole file is read, and the whole run then takes the window's place."""
+"""Replay of a long recording with an index: it opens on a window of the run's end, jumps
+work before the whole file is read, and the whole run then takes the window's place. (A
+shipped run is short, so `window_from_steps=0` makes it long enough.)"""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ async def test_indexed_replay_opens_at_the_end_and_jumps_before_the_whole_read(t
     full = load(path)
     first, last = full.first_step, full.last_step
     hold = threading.Event()  # the whole read waits: drive the window first
-    app = replay_app([str(path)], hold_whole_read=hold)
+    app = replay_app([str(path)], hold_whole_read=hold, window_from_steps=0)
     async with app.run_test(size=SIZE) as pilot:
         screen: ReplayScreen = app.main_screen  # type: ignore[assignment]
         assert isinstance(screen.loader, WholeRunLoader)

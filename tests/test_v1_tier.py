@@ -191,6 +191,48 @@ def test_two_runs_write_the_same_records_and_the_recording_verifies(tmp_path):
 
 
 @needs_v1
+def test_the_run_command_reports_the_tier_in_its_json():
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "run", "--preset", PRESET, "--json",
+                          "--no-record"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    summary = msgspec.json.decode(out.stdout)
+    assert summary["engine"] == "v1" and summary["end_reason"] == "completed"
+    assert summary["cpu_tier_hit_tokens"] > 0 and summary["cpu_tier_chunks"] > 0
+    for key in ("cpu_tier_loads", "cpu_tier_load_bytes", "cpu_tier_stores",
+                "cpu_tier_store_bytes", "cpu_tier_evictions", "peak_cpu_tier_chunks",
+                "cpu_tier_wait_seconds"):
+        assert key in summary
+
+
+@needs_v1
+def test_a_dry_run_resolves_the_v1_engine_and_its_tier_without_building_it():
+    from engine.dry_run import format_text, resolve
+    from engine.spec import preset_spec
+
+    data = resolve(preset_spec(PRESET).validated())
+    assert (data["engine"], data["vllm_version"]) == ("v1", "0.33.0")
+    assert data["executor_class"] == "engine.adapters.v1.sim_executor.SimExecutor"
+    args = data["engine_args"]
+    assert (args["kv_connector"], args["kv_offloading_size_gib"]) == ("OffloadingConnector", 0.17)
+    assert args["enable_prefix_caching"] and args["num_gpu_blocks_override"] == 200
+    assert "kv_connector" in format_text(data)
+
+
+@needs_v1
+def test_a_tier_too_small_for_one_chunk_is_one_line():
+    from engine.errors import ConfigError
+    from engine.session import Session
+    from engine.spec import preset_spec
+
+    with pytest.raises(ConfigError) as error:
+        Session(preset_spec(PRESET, kv_offloading_gib=0.0001).validated()).prepare()
+    message = str(error.value)
+    assert "\n" not in message and "holds no chunk" in message and "at least 0.0006" in message
+
+
+@needs_v1
 def test_the_sim_worker_reports_each_job_once_when_its_bytes_have_moved():
     """The worker's timing on vLLM's own metadata classes: a load of 8 blocks at 1 GB/s
     (8 x 589,824 bytes: 4.7 ms) issued at 0 s is done within a 5 ms step; a store is submitted

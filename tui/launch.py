@@ -77,6 +77,21 @@ def remote_engine_source(address: str, token: str, link=None,
                                                       engine=engine))
 
 
+class HubEngines:
+    """The engines behind an `observatory exec --serve` hub, for the live screen's `e`."""
+
+    def __init__(self, address: str, token: str) -> None:
+        self.address, self.token = address, token
+
+    def engines(self) -> list:
+        from engine.stream.client import list_engines
+
+        return list_engines(self.address, self.token)
+
+    def source(self, name: str) -> "SourceFactory":
+        return remote_engine_source(self.address, self.token, None, name)
+
+
 def _reference(path: str | None, offset_s: float):
     """The real log to overlay (`--reference`), loaded before the app starts so that a bad file
     is a one-line error, not a broken screen."""
@@ -105,7 +120,8 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
         engine = rest[0] if rest else None
         factory = remote_engine_source(address, token, link, engine)
         return ObservatoryApp(lambda: LiveScreen(None, factory, window, restartable=False,
-                                                 title=engine or address, reference=ref))
+                                                 title=engine or address, reference=ref,
+                                                 hub=HubEngines(address, token)))
     assert spec is not None
     factory = local_engine_source(record)
     return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window, reference=ref))
@@ -177,10 +193,12 @@ def load_view(path: str, lenient: bool = False) -> tuple[RunView, str | None]:
 
 def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                lenient: bool = False, autoplay: bool = True, reference: str | None = None,
-               reference_offset: float = 0.0, hold_whole_read=None) -> ObservatoryApp:
+               reference_offset: float = 0.0, hold_whole_read=None,
+               window_from_steps: int | None = None) -> ObservatoryApp:
     """Build the replay (one path) or compare (two paths) app; raises ConfigError.
     `hold_whole_read` (tests): a threading.Event the background read of an indexed recording
-    waits for, so the window it opens on can be driven first."""
+    waits for, so the window it opens on can be driven first. `window_from_steps`: how long
+    an indexed recording must be to open on a window (tui.replay.lazy.WINDOW_FROM_STEPS)."""
     from tui.app import ObservatoryApp
     from tui.replay.replay_screen import ReplayScreen
     from tui.run_view import RunView
@@ -205,7 +223,7 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
         return ObservatoryApp(lambda: ReplayScreen(RunView(), title=_display_name(path),
                                                    speed=speed, source=source))
     if len(paths) == 1 and paths[0] != "-" and reference is None:
-        app = _windowed_replay(paths[0], speed, lenient, hold_whole_read)
+        app = _windowed_replay(paths[0], speed, lenient, hold_whole_read, window_from_steps)
         if app is not None:
             return app
     loaded = [load_view(p, lenient) for p in paths]
@@ -221,15 +239,18 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                                                speed=speed, autoplay=autoplay, notice=notice))
 
 
-def _windowed_replay(path: str, speed: float, lenient: bool,
-                     hold=None) -> ObservatoryApp | None:
-    """A recording with an index opens on a window of its last steps while the whole file is
-    read in the background (tui.replay.lazy); None: no index (or it does not check), so the
-    caller reads the whole file first, as for every other recording."""
+def _windowed_replay(path: str, speed: float, lenient: bool, hold=None,
+                     window_from_steps: int | None = None) -> ObservatoryApp | None:
+    """A long recording with an index opens on a window of its last steps while the whole file
+    is read in the background (tui.replay.lazy); None: short, no index (or it does not check),
+    so the caller reads the whole file first, as for every other recording."""
     from engine.stream.indexed import IndexDamaged, open_indexed
 
+    from tui.replay.lazy import WINDOW_FROM_STEPS
+
     indexed = open_indexed(path)
-    if indexed is None or indexed.index.last_step is None:
+    if indexed is None or indexed.index.last_step is None or indexed.index.steps < (
+            WINDOW_FROM_STEPS if window_from_steps is None else window_from_steps):
         return None
     from tui.app import ObservatoryApp
     from tui.replay.lazy import WholeRunLoader, window_at

@@ -130,10 +130,13 @@ def _observe(tap: Any, policy: Policy, *, address: tuple[str, int] | None,
     observer = Observer(tap, name, record=path, sim=sim, warn=registry.warn_once)
     tap.guard._on_failure = lambda exc: observer.fail("a scheduler hook", exc)
     tap.hear(observer.before_step, observer.after_step, observer.aborted, observer.added)
+    if hasattr(tap, "on_shutdown"):
+        tap.on_shutdown = observer.close  # V1: vLLM shuts its scheduler down
     if address is not None:
         registry.serve(observer, address, token)
     observer.start()
-    registry.remember(observer)
+    if path is not None or address is not None:  # a stream someone reads: end it at exit
+        registry.remember(observer)
     return Handle(tap, observer)
 
 

@@ -76,8 +76,9 @@ class Observer:
         self.header = Header(
             schema=SCHEMA_VERSION, observatory_version=__version__,
             vllm_version=tap.vllm_version, backend=self.spec.backend, model=tap.model,
-            spec={**self.spec.to_dict(), "attached": name},
-            engine_config=tap.engine_config,
+            spec=self.spec.to_dict(),  # the sim's defaults: the engine is the user's, and
+            # its real settings are in engine_config, with the stream's name under "attached"
+            engine_config={**tap.engine_config, "attached": {"name": name}},
             started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             host=socket.gethostname(), time_axis="sim" if sim else "gpu", engine=kind,
             time_resolution_s=MEASURED_RESOLUTION_S)

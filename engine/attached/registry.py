@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import multiprocessing.util
 import os
 import socket
 import threading
@@ -131,3 +132,8 @@ def close_all() -> None:
 
 
 atexit.register(close_all)
+# A multiprocessing child (vLLM V1's EngineCore process, spawned) ends in os._exit, which runs
+# no atexit handler: its recording would lose everything still in the compressor. Its
+# finalizers do run (multiprocessing.util._exit_function, on the way out of the process's
+# target, SIGTERM's SystemExit included). close_all is idempotent, so both may call it.
+multiprocessing.util.Finalize(None, close_all, exitpriority=0)

@@ -64,7 +64,14 @@ class Exec(CLISubcommand):
         if not command:
             raise ConfigError("exec needs a command after --: e.g. observatory exec --sim -- "
                               "python script.py")
-        parse_policy(args.policy)
+        policy = parse_policy(args.policy)
+        from engine.adapters.versions import installed_version, release_for
+
+        release = release_for(installed_version())
+        if release is not None:  # a V0 policy on V1 (or back) would fail in every engine
+            from engine.policy import require_engine_kind
+
+            require_engine_kind(policy, release.engine)
         import engine
 
         env = {k: v for k, v in os.environ.items() if k not in engine.SET_HERE}  # the user's
@@ -77,7 +84,7 @@ class Exec(CLISubcommand):
                      "OBSERVATORY_SIM", "OBSERVATORY_TOKEN_FILE"):
             env.pop(name, None)
         if args.record:
-            env["OBSERVATORY_RECORD"] = str(Path(args.record).expanduser().absolute())
+            env["OBSERVATORY_RECORD"] = _record_target(args.record)
         if args.sim:
             env["OBSERVATORY_SIM"] = "1"
             env.update(_v1_sim_env())
@@ -100,6 +107,24 @@ class Exec(CLISubcommand):
             if hub is not None:
                 hub.close()
         return code if code >= 0 else 128 - code
+
+
+def _record_target(text: str) -> str:
+    """--record's absolute path; a directory is made now, so a path that cannot be one is a
+    one-line error before the command starts, not a warning in each of its engines."""
+    path = Path(text).expanduser().absolute()
+    if path.exists() and not path.is_dir():
+        return str(path)  # a file, /dev/full...: each engine opens it (one warning if it fails)
+    if str(path).endswith((".jsonl.zst", ".jsonl")):
+        if not path.parent.is_dir():
+            raise ConfigError(f"--record {text}: no directory {path.parent}")
+        return str(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--record {text}: cannot make that directory: "
+                          f"{exc.strerror or exc}") from None
+    return str(path)
 
 
 def _forward(child: subprocess.Popen, signum: int) -> None:

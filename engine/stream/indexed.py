@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -55,6 +55,10 @@ class IndexedFile:
     index: Index
     compressed: bool
     size: int
+    # Frames decoded so far (k -> (header, records)): a replay's window and its background
+    # read share them, so a frame is decoded once. Records are immutable; dict reads and
+    # writes are atomic, so the two threads need no lock.
+    cache: dict[int, tuple[Header | None, list[Record]]] = field(default_factory=dict)
 
     def frame_span(self, k: int) -> tuple[int, int]:
         """Byte range of frame k (the last one ends where the index's frame starts)."""
@@ -96,7 +100,13 @@ class IndexedFile:
 
     def frame_records(self, k: int) -> tuple[Header | None, list[Record]]:
         """Frame k's records (and, in frame 0, the header), every block checked by its Check
-        line. Raises IndexDamaged if anything does not hold."""
+        line (kept in `cache`). Raises IndexDamaged if anything does not hold."""
+        cached = self.cache.get(k)
+        if cached is None:
+            cached = self.cache[k] = self._decode_frame(k)
+        return cached
+
+    def _decode_frame(self, k: int) -> tuple[Header | None, list[Record]]:
         text = self.frame_text(k)
         if len(text) > limits.MAX_RECORDING_BYTES:
             raise IndexDamaged(f"frame {k} is too large")

@@ -26,8 +26,9 @@ Why it looks like this:
   `summary` and a replay's first screen read the tail instead of the whole file
   (engine.stream.indexed). A file cut before that (a crash, an abort the writer did not
   survive) has no index and reads whole, as before. The summary is folded here, as the records
-  go by (engine.analysis.summary's builder, about 2 us a step); a record handed over as bytes
-  only (`write_line` without `item`) leaves the index without one.
+  go by (engine.analysis.summary's builder: 1.6 us a record, measured over a 100,000-step
+  run); a record handed over as bytes only (`write_line` without `item`) leaves the index
+  without one.
 """
 
 from __future__ import annotations

@@ -51,10 +51,13 @@ def record_kind(item: Record) -> str:
 
 def _numeric_columns() -> dict[str, Callable[[StepRecord], float]]:
     getters: dict[str, Callable[[StepRecord], float]] = {}
-    for field in msgspec.structs.fields(StepRecord):
-        base = getattr(field.type, "__origin__", field.type)  # Annotated[int, Meta] -> int
-        if base in (int, float, bool):
-            getters[field.name] = attrgetter(field.name)
+    # V0's fields, then V1's own (recomputed_tokens, preemptions_total...): a V1 column is
+    # asked only of a V1 run, whose records also answer V0's names (as V1 has them)
+    for struct in (StepRecord, V1StepRecord):
+        for field in msgspec.structs.fields(struct):
+            base = getattr(field.type, "__origin__", field.type)  # Annotated[int, Meta] -> int
+            if base in (int, float, bool) and field.name not in getters:
+                getters[field.name] = attrgetter(field.name)
     getters.update({
         "gpu_pct": attrgetter("gpu_pct"),
         "cpu_pct": attrgetter("cpu_pct"),
@@ -77,10 +80,17 @@ def _numeric_columns() -> dict[str, Callable[[StepRecord], float]]:
 COLUMNS: dict[str, Callable[[StepRecord], float]] = _numeric_columns()
 """Names `Run.column()` accepts: every numeric StepRecord field plus a few derived ones."""
 
+TPS_COLUMNS = {"prompt_tps": "prompt_tokens", "gen_tps": "generated_tokens",
+               "recomputed_tps": "recomputed_tokens"}
+"""The rate series and the token column each is a rate of (recomputed: V1 only)."""
+
 SERIES = ("gpu_pct", "cpu_pct", "committed_pct", "running", "swapped", "waiting", "prompt_tps",
-          "gen_tps")
+          "gen_tps", "n_recomputed", "recomputed_tps", "preemptions_total", "recompute_pct")
 """Names `Run.series()` accepts. The *_tps ones are tokens per second of the run's time axis
-(engine.timeaxis: simulated on the sim, measured executor time on a GPU)."""
+(engine.timeaxis: simulated on the sim, measured executor time on a GPU). `n_recomputed` is
+the step's preemptions by recompute (V1's only kind), `preemptions_total` V1's so far;
+`recomputed_tps` V1's tokens computed again; `recompute_pct` the share of each bin's computed
+tokens that were computed again (V1's recompute tax, per bin rather than so far)."""
 
 # ---- display events -------------------------------------------------------------------------
 
@@ -103,15 +113,17 @@ class Event:
     level: str = "info"  # "info" | "warning" | "error"
 
 
-def _describe(item: Record, last_step: int) -> Event | None:
-    """The display event a record stands for, if any (steps are handled by `_add_step`)."""
+def _describe(item: Record, last_step: int, engine: str = "v0") -> Event | None:
+    """The display event a record stands for, if any (steps are handled by `_add_step`), in
+    the vocabulary of the `engine` kind that made it (V1 has no swap space)."""
     if isinstance(item, PolicyChanged):
         return Event(item.step, "policy", f"policy {item.old} → {item.new} from step "
                                           f"{item.step} (source {item.source})")
     if isinstance(item, EngineAborted):
+        state = (f"running {item.running}, waiting {item.waiting}, GPU KV {item.gpu_pct:.1f}%"
+                 if engine == "v1" else f"swapped {item.swapped}, CPU KV {item.cpu_pct:.1f}%")
         return Event(item.step, "abort", f"ABORTED at step {item.step}: {item.error}: "
-                                         f"{item.message} (swapped {item.swapped}, CPU KV "
-                                         f"{item.cpu_pct:.1f}%)", "error")
+                                         f"{item.message} ({state})", "error")
     if isinstance(item, LogLine):
         repeats = f" (×{item.repeats:,})" if item.repeats > 1 else ""
         level = {"WARNING": "warning", "ERROR": "error", "CRITICAL": "error"}.get(item.level,
@@ -199,7 +211,8 @@ class Run:
             self.abort = item
         elif type(item) is RunFinished:
             self.finished = item
-        event = _describe(item, self.last_step)
+        event = _describe(item, self.last_step,
+                          self.header.engine if self.header is not None else "v0")
         if event is not None:
             self._event(event)
 
@@ -263,6 +276,11 @@ class Run:
     def __len__(self) -> int:
         """Steps the stream actually held (repeats standing in for missing ones not counted)."""
         return len(self.steps) - len(self.missing)
+
+    @property
+    def engine(self) -> str:
+        """The engine kind that made the run (Header.engine): "v0" until a header says."""
+        return self.header.engine if self.header is not None else "v0"
 
     @property
     def first_step(self) -> int:
@@ -433,9 +451,17 @@ class Run:
         nbins = -(-n // size)
         pad = nbins * size - n
         xs = np.arange(a, b, size, dtype=float) + first
-        if name.endswith("_tps"):
-            tokens = self.floats("prompt_tokens" if name == "prompt_tps"
-                                 else "generated_tokens")[a:b]
+        if name == "recompute_pct":
+            again = self.floats("recomputed_tokens")[a:b]
+            computed = self.floats("batched_tokens")[a:b]
+            if pad:
+                again = np.concatenate([again, np.zeros(pad)])
+                computed = np.concatenate([computed, np.zeros(pad)])
+            t = again.reshape(nbins, size).sum(axis=1)
+            c = computed.reshape(nbins, size).sum(axis=1)
+            ys = np.divide(100.0 * t, c, out=np.zeros_like(t), where=c > 0)
+        elif name.endswith("_tps"):
+            tokens = self.floats(TPS_COLUMNS[name])[a:b]
             secs = self.floats(axis_of(self.header).step_field)[a:b]
             if pad:
                 tokens = np.concatenate([tokens, np.zeros(pad)])

@@ -58,8 +58,8 @@ class ReplayScreen(RunScreen):
 
     def begin(self) -> None:
         super().begin()
-        if self.loader is not None:
-            self.loader.start(self)
+        if self.loader is not None:  # once the window is on screen: it must not wait for this
+            self.call_after_refresh(self.loader.start, self)
 
     def span(self) -> tuple[int, int]:
         index = self.indexed.index if self.indexed is not None else None

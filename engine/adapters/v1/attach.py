@@ -28,6 +28,7 @@ from engine.costmodel import CostModel
 from engine.policy import Policy
 
 _MARK = "_observatory_tap"
+SIM_GPU_BLOCKS = 8192  # as the V0 sim's default: 131,072 tokens in blocks of 16
 
 
 def scheduler_class() -> type:
@@ -71,6 +72,10 @@ def install_sim() -> None:
     def create_engine_config(self: Any, *args: Any, **kwargs: Any) -> Any:
         self.distributed_executor_backend = DOTTED_PATH
         self.enforce_eager = True
+        if getattr(self, "num_gpu_blocks_override", None) is None:
+            # the sim reports no real memory: without this vLLM sizes the pool from a nominal
+            # free memory (a billion tokens for a tiny model) and takes minutes building it
+            self.num_gpu_blocks_override = SIM_GPU_BLOCKS
         return create(self, *args, **kwargs)
 
     create_engine_config._observatory = True  # type: ignore[attr-defined]
@@ -108,12 +113,16 @@ class V1Tap:
             self.engine_config = _summarize_config(config)
         self._finished: list[str] = []
         self._wrapped: list[str] = []
+        self.on_shutdown: Callable[[], None] | None = None  # the observer's close
         vars(scheduler)[_MARK] = self
 
     def hear(self, before_step: Callable[[], None], after_step: Callable[[], None],
              aborted: Callable[[BaseException], None],
              added: Callable[[str, int], None]) -> None:
         scheduler = self.scheduler
+        self._saved = {name: vars(scheduler)[name] for name in ("update_from_output",
+                                                                "add_request", "shutdown")
+                       if name in vars(scheduler)}  # the program's own wrappers, if any
         schedule = scheduler.schedule  # the guarded hook
         update = scheduler.update_from_output
         add = scheduler.add_request
@@ -141,10 +150,23 @@ class V1Tap:
                 added(fam.request_id(request), int(request.num_prompt_tokens))
             return out
 
+        shutdown = scheduler.shutdown
+
+        def observed_shutdown(*args: Any, **kwargs: Any) -> Any:
+            # the EngineCore process ends without running atexit: end the stream here
+            on_shutdown = self.on_shutdown
+            if on_shutdown is not None:
+                try:
+                    on_shutdown()
+                except Exception:  # noqa: BLE001  never in the way of vLLM's shutdown
+                    pass
+            return shutdown(*args, **kwargs)
+
         scheduler.schedule = observed_schedule
         scheduler.update_from_output = observed_update
         scheduler.add_request = observed_add
-        self._wrapped += ["update_from_output", "add_request"]
+        scheduler.shutdown = observed_shutdown
+        self._wrapped += ["update_from_output", "add_request", "shutdown"]
 
     def record(self, step: int, cost: CostModel, sim_start_s: float, wall_s: float) -> Any:
         return self.reader.build(step, self.hook.current, cost, sim_start_s, wall_s,
@@ -164,6 +186,7 @@ class V1Tap:
         self.hook.detach()
         for name in self._wrapped:
             vars(self.scheduler).pop(name, None)
+        vars(self.scheduler).update(getattr(self, "_saved", {}))
         vars(self.scheduler).pop(_MARK, None)
         self._wrapped.clear()
 

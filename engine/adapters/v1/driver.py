@@ -5,6 +5,7 @@ and its executor timed by engine.adapters.exec_timing."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from engine.adapters import exec_timing
@@ -14,6 +15,7 @@ from engine.adapters.v1 import tier as v1_tier
 from engine.adapters.v1.build import build_engine
 from engine.adapters.v1.step_record import StepReader
 from engine.costmodel import CostModel
+from engine.errors import ConfigError
 from engine.policy import Policy
 from engine.spec import RunSpec
 from engine.stream.records import V1StepRecord
@@ -42,6 +44,12 @@ class V1Driver:
         # vLLM's CPU KV tier (its offloading connector), when the spec has one
         self.tier = v1_tier.attach(built.scheduler, fam.executor_of(built.engine_core))
         self._now_s = 0.0  # when the next step starts on the simulated clock
+        if self.tier is not None and self.tier.capacity == 0:
+            chunk = self.tier.block_bytes
+            raise ConfigError(f"--kv-offloading-size {spec.kv_offloading_gib:g} GiB holds no "
+                              f"chunk of KV ({chunk:,} bytes for one block of this model): "
+                              f"give at least {math.ceil(chunk / 2**30 * 1e4) / 1e4:g}, or "
+                              f"0 for no CPU tier")
         if self.tier is not None:
             hook, cost = self.hook, spec.cost
             self.tier.configure_sim(
