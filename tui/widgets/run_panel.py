@@ -140,7 +140,7 @@ def runway_at(view: RunView, step: int | None = None) -> Runway | None:
     """The swap-runway forecast after `step` (default: the step the screen shows), measured
     under the policy in force there."""
     step = view.current_step if step is None else step
-    if not view.steps:
+    if not view.steps or view.engine == "v1":  # V1 has no swap space (its CPU tier is a cache)
         return None
     change = latest_change(view.policy_changes, step)
     return forecast(view.steps, step - view.first_step + 1,
