@@ -137,6 +137,55 @@ async def test_the_help_lists_the_v1_policies():
     assert "strict" not in text and "swap" not in text.lower()
 
 
+async def test_the_cpu_tier_is_labelled_and_counted_when_the_run_has_one():
+    """vLLM's offloading tier (V1StepRecord.cpu_chunks): "CPU tier" in the status and the KV
+    plot, its loads and stores in the detail; never the swap runway (V1 has no swap space)."""
+    from tui.widgets.step_detail import StepDetail
+
+    tier = dict(cpu_chunks=128, cpu_chunks_total=512, cpu_stores=2, cpu_store_bytes=75_000_000,
+                cpu_loads=1, cpu_load_bytes=37_500_000, cpu_hit_tokens=512)
+    view = RunView.from_items([v1_header(), *(v1_step(i, **tier) for i in range(30))])
+    for width in (80, 160):
+        text = StatusBar.compose_text(view, Status(state="running"), width=width).plain
+        assert ("CPU tier 25.0%" in text or "CPU 25.0%" in text) and "swap" not in text, text
+    detail = StepDetail.describe(view.current).plain
+    assert "CPU tier 128/512 (25%)  load 1 (38MB)  store 2 (75MB)" in detail
+    assert "(512 from CPU)" in detail
+    app = panel_app(view, live_status(view))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        legend = app.screen.query_one("#plot-kv").legend(200).plain
+        status = app.screen.query_one(StatusBar).render().plain
+    assert "CPU tier" in legend and "swap" not in status
+    # without a tier: no CPU line, no CPU number
+    plain = RunView.from_items(thrash_items())
+    assert "CPU" not in StatusBar.compose_text(plain, Status(state="running")).plain
+
+
+async def test_the_policy_picker_offers_v1s_policies():
+    from textual.app import App
+
+    from tui.live.policy_picker import PolicyPicker
+
+    picked: list[str | None] = []
+
+    class PickerApp(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(PolicyPicker("full-isl", "v1"), picked.append)
+
+    app = PickerApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        options = app.screen.query_one("#picker-options")
+        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert ids == ["off", "full-isl", "whole-context", "least-computed",
+                       "whole-context+least-computed"]
+        assert options.highlighted == 1 and not app.screen.query("#picker-level")
+        await pilot.press("down", "enter")
+        await settle(pilot)
+    assert picked == ["whole-context"]
+
+
 # ------------------------------------------------------------------ the admission watchdog
 def _stalled(n: int, **over) -> list[V1StepRecord]:
     """n steps with requests waiting, nothing admitted, KV mostly free."""
@@ -171,6 +220,18 @@ def test_a_v0_run_never_trips_the_v1_watchdog():
     from screens_harness import OFF
 
     assert admission_stall(view_until(OFF).steps) is None
+
+
+def test_the_watchdog_is_quiet_on_the_shipped_v1_runs():
+    """The thrash and its fix admit within a few steps whenever the blocks are there."""
+    from engine.analysis.stall import stalled_step
+
+    for path in (V1_OFF, V1_FIXED, V1_TOGGLED):
+        longest = run = 0
+        for s in load(path).steps:
+            run = run + 1 if stalled_step(s) else 0
+            longest = max(longest, run)
+        assert longest < MIN_STEPS, (path, longest)
 
 
 def test_the_status_shows_the_watchdog():
@@ -231,7 +292,14 @@ def test_export_a_v1_recording(tmp_path):
     trace = tmp_path / "off.json"
     out = observatory("export", str(V1_TOGGLED), "--format", "perfetto", "-o", str(trace))
     assert out.returncode == 0, out.stderr
-    assert json.loads(trace.read_text())
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert "swap" not in trace.read_text()
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert counters == {"KV cache %", "requests", "recompute"}
+    step = next(e for e in events if e.get("name") == "step 2991")
+    assert step["args"]["preempted"] == ["12 lost 509 (x20)"]
+    assert sum(e["name"].startswith("preempted x") for e in events) == \
+        len(load(V1_TOGGLED).steps_of("recompute"))
 
 
 async def test_replay_and_ab_replay_of_v1_recordings():

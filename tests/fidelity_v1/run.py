@@ -25,6 +25,26 @@ from tests.fidelity_v1.vllm_tests import SCHEDULER_TESTS, hf_cache, tests_root
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = ("off", "full-isl", "whole-context", "least-computed")
+BARE = Path(__file__).with_name("bare-0.33.0.txt")
+"""vLLM's outcome of each test, bare, in this environment (`--write-bare`): CI compares the
+observed run against it instead of running vLLM's file twice."""
+
+
+def read_bare(path: Path = BARE) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        if line and not line.startswith("#"):
+            outcome, name = line.split(" ", 1)
+            out[name] = outcome
+    return out
+
+
+def write_bare(outcomes: dict[str, tuple[str, str]], path: Path = BARE) -> None:
+    lines = ["# vLLM 0.33.0 tests/v1/core/test_scheduler.py, bare, as tests/fidelity_v1/run.py "
+             "runs it (CPU platform, offline,", "# opt-125m's config only): outcome and test id. "
+             "Written by `python -m tests.fidelity_v1.run --write-bare`."]
+    lines += [f"{outcome} {name}" for name, (outcome, _) in sorted(outcomes.items())]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def run(policy: str | None, k: str | None = None, timeout_s: float = 1800.0
@@ -78,14 +98,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("-k", default=None, help="pytest -k expression")
     parser.add_argument("--show", action="store_true", help="also list the bare failures")
+    parser.add_argument("--committed-bare", action="store_true",
+                        help=f"compare with {BARE.name} instead of running vLLM bare")
+    parser.add_argument("--write-bare", action="store_true",
+                        help=f"write the bare outcomes to {BARE.name}")
     args = parser.parse_args(argv)
-    bare, _ = run(None, args.k)
+    if args.committed_bare:
+        bare = {name: (outcome, "") for name, outcome in read_bare().items()}
+    else:
+        bare, _ = run(None, args.k)
     print(f"bare: {counts(bare)}", flush=True)
+    if args.write_bare:
+        write_bare(bare)
     if args.show:
         for name, (outcome, message) in sorted(bare.items()):
             if outcome != "passed":
                 print(f"  {name}: {outcome}: {message}", flush=True)
-    for policy in args.policies.split(","):
+    for policy in filter(None, args.policies.split(",")):
         observed, summary = run(policy, args.k)
         changed = {name: observed.get(name, ("missing", "")) for name in bare
                    if observed.get(name, ("missing", ""))[0] != bare[name][0]}

@@ -80,16 +80,16 @@ V1_PLOTS: tuple[Plot, ...] = (
     # V1 has no swap space: the CPU line is its offloading tier (a cache, not a queue of
     # victims), drawn only when the run recorded one
     ("plot-kv", "KV cache %", "KV%", (0.0, 100.0), False, (
-        Series("gpu_pct", "GPU", theme.GPU_KV),
+        Series("gpu_pct", "GPU", theme.GPU_KV, real=True),  # a V1 log's KV cache usage
         Series("cpu_pct", "CPU tier", theme.CPU_TIER, "CPU"),  # V1StepRecord.cpu_chunks
         # the recompute tax of the tokens computed in each point's steps, in %: the thrash
         # while it lasts, 0 once a fix has stopped it
         Series("recompute_pct", "recompute %", theme.RECOMPUTED, "recomp"))),
     ("plot-queues", "requests", "reqs", None, True, (
-        Series("running", "running", theme.RUNNING, "run"),
+        Series("running", "running", theme.RUNNING, "run", real=True),
         # preemptions by recompute this step: the thrash, on the left axis with running
         Series("n_recomputed", "preempted", theme.PREEMPTED, "pre"),
-        Series("waiting", "waiting", theme.WAITING, "wait", "right"))),
+        Series("waiting", "waiting", theme.WAITING, "wait", "right", real=True))),
     ("plot-tokens", "tokens/sim s", "tok/s", None, False, (
         Series("gen_tps", "generated", theme.GENERATED, "gen"),
         Series("prompt_tps", "prompt", theme.PROMPT, "prompt"),
@@ -140,7 +140,7 @@ def runway_at(view: RunView, step: int | None = None) -> Runway | None:
     """The swap-runway forecast after `step` (default: the step the screen shows), measured
     under the policy in force there."""
     step = view.current_step if step is None else step
-    if not view.steps:
+    if not view.steps or view.engine == "v1":  # V1 has no swap space (its CPU tier is a cache)
         return None
     change = latest_change(view.policy_changes, step)
     return forecast(view.steps, step - view.first_step + 1,

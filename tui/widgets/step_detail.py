@@ -170,6 +170,9 @@ def cpu_tier_line(s: V1StepRecord) -> str:
         return ""
     from tui.widgets.status_bar import human_bytes
 
-    return (f"{s.cpu_chunks}/{s.cpu_chunks_total} ({s.cpu_pct:.0f}%)  load {s.cpu_loads}·"
-            f"{human_bytes(s.cpu_load_bytes, compact=True)}  store {s.cpu_stores}·"
-            f"{human_bytes(s.cpu_store_bytes, compact=True)}  evicted {s.cpu_evictions}")
+    def size(n: int) -> str:
+        return human_bytes(n, compact=True).replace(" ", "")
+
+    return (f"{s.cpu_chunks}/{s.cpu_chunks_total} ({s.cpu_pct:.0f}%)  load {s.cpu_loads} "
+            f"({size(s.cpu_load_bytes)})  store {s.cpu_stores} ({size(s.cpu_store_bytes)})  "
+            f"evicted {s.cpu_evictions}")
