@@ -162,6 +162,30 @@ async def test_the_cpu_tier_is_labelled_and_counted_when_the_run_has_one():
     assert "CPU" not in StatusBar.compose_text(plain, Status(state="running")).plain
 
 
+async def test_the_policy_picker_offers_v1s_policies():
+    from textual.app import App
+
+    from tui.live.policy_picker import PolicyPicker
+
+    picked: list[str | None] = []
+
+    class PickerApp(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(PolicyPicker("full-isl", "v1"), picked.append)
+
+    app = PickerApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        options = app.screen.query_one("#picker-options")
+        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert ids == ["off", "full-isl", "whole-context", "least-computed",
+                       "whole-context+least-computed"]
+        assert options.highlighted == 1 and not app.screen.query("#picker-level")
+        await pilot.press("down", "enter")
+        await settle(pilot)
+    assert picked == ["whole-context"]
+
+
 # ------------------------------------------------------------------ the admission watchdog
 def _stalled(n: int, **over) -> list[V1StepRecord]:
     """n steps with requests waiting, nothing admitted, KV mostly free."""
@@ -268,7 +292,14 @@ def test_export_a_v1_recording(tmp_path):
     trace = tmp_path / "off.json"
     out = observatory("export", str(V1_TOGGLED), "--format", "perfetto", "-o", str(trace))
     assert out.returncode == 0, out.stderr
-    assert json.loads(trace.read_text())
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert "swap" not in trace.read_text()
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert counters == {"KV cache %", "requests", "recompute"}
+    step = next(e for e in events if e.get("name") == "step 2991")
+    assert step["args"]["preempted"] == ["12 lost 509 (x20)"]
+    assert sum(e["name"].startswith("preempted x") for e in events) == \
+        len(load(V1_TOGGLED).steps_of("recompute"))
 
 
 async def test_replay_and_ab_replay_of_v1_recordings():
