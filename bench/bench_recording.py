@@ -108,7 +108,7 @@ def load_unchecked(path: Path) -> Any:
         decode = msgspec.json.Decoder(Record).decode
         append = run.append
         for line in lines[1:]:
-            if not line.startswith(b'{"kind":"check"'):
+            if not line.startswith((b'{"kind":"check"', b'{"kind":"index"')):
                 append(decode(line))
         return run
     finally:
@@ -164,7 +164,7 @@ def bounds_cost(path: Path, pairs: int) -> tuple[float, float]:
     text = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(
         path.read_bytes())
     lines = [line for line in text.split(b"\n")[1:] if line and not line.startswith(
-        b'{"kind":"check"')]
+        (b'{"kind":"check"', b'{"kind":"index"'))]
     times: dict[int, list[float]] = {0: [], 1: []}
     gc.disable()
     for i in range(pairs):

@@ -9,7 +9,14 @@
    observatory's own work per step timed directly on a live engine's state (building the record,
    classifying the step's tokens), which machine load does not swing the way steps/s moves.
 
-Run: PYTHONHASHSEED=0 python bench/bench_v1.py [--steps N] [--pairs P] [--preset NAME]
+With --tier, both on `v1-prefix-offload` (vLLM's CPU KV tier, its OffloadingConnector, with the
+sim executor as its worker): the figures of 1. with the tier off (`--kv-offloading-size 0`) and
+on, and 2. for the tier's records. The bare loop with the tier runs the same sim executor, whose
+transfers then complete on a clock of the cost model's fixed 5 ms per step (the observed one
+times them with the whole cost model: the decisions can differ by a step or so, the work per
+step does not).
+
+Run: PYTHONHASHSEED=0 python bench/bench_v1.py [--steps N] [--pairs P] [--preset NAME] [--tier]
 """
 
 from __future__ import annotations
@@ -78,32 +85,51 @@ def observed(spec, steps: int, lines: list[bytes] | None = None) -> float:
     return steps / (marks["end"] - marks["start"])
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--preset", default="v1-thrash")
-    args = parser.parse_args()
-    spec = preset_spec(args.preset).validated()
+def pairs(spec, steps: int, count: int, label: str) -> float:
+    """Alternating bare/observed pairs; prints each and the medians; returns the bare median."""
     bare_rates, observed_rates, ratios = [], [], []
-    for pair in range(args.pairs):
+    for pair in range(count):
         if pair % 2 == 0:
-            b = bare(spec, args.steps)
-            o = observed(spec, args.steps)
+            b = bare(spec, steps)
+            o = observed(spec, steps)
         else:
-            o = observed(spec, args.steps)
-            b = bare(spec, args.steps)
+            o = observed(spec, steps)
+            b = bare(spec, steps)
         bare_rates.append(b)
         observed_rates.append(o)
         ratios.append(o / b)
-        print(f"pair {pair + 1}: bare {b:,.0f} steps/s, observed {o:,.0f} steps/s, "
+        print(f"{label} pair {pair + 1}: bare {b:,.0f} steps/s, observed {o:,.0f} steps/s, "
               f"ratio {o / b:.3f}", flush=True)
-    print(f"{args.preset}, {args.steps:,} steps x {args.pairs} alternating pairs: bare "
+    print(f"{label}, {steps:,} steps x {count} alternating pairs: bare "
           f"{statistics.median(bare_rates):,.0f} steps/s, observed "
           f"{statistics.median(observed_rates):,.0f} steps/s (medians); observed/bare "
-          f"median of pairs {statistics.median(ratios):.3f}")
+          f"median of pairs {statistics.median(ratios):.3f} (range {min(ratios):.3f}-"
+          f"{max(ratios):.3f})", flush=True)
+    return statistics.median(bare_rates)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=None,
+                        help="steps per arm (default 2,000; 900 with --tier)")
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--preset", default=None,
+                        help="default v1-thrash; v1-prefix-offload with --tier")
+    parser.add_argument("--tier", action="store_true",
+                        help="the CPU KV tier off and on, on v1-prefix-offload")
+    args = parser.parse_args()
+    preset = args.preset or ("v1-prefix-offload" if args.tier else "v1-thrash")
+    steps = args.steps or (900 if args.tier else 2000)
+    spec = preset_spec(preset).validated()
+    if args.tier:
+        from msgspec.structs import replace
+
+        pairs(replace(spec, kv_offloading_gib=0.0), steps, args.pairs, f"{preset}, no tier")
+        bare_median = pairs(spec, steps, args.pairs, f"{preset}, CPU tier")
+    else:
+        bare_median = pairs(spec, steps, args.pairs, preset)
     lines: list[bytes] = []
-    observed(spec, args.steps, lines)
+    observed(spec, steps, lines)
     from engine.stream.records import decode_record
 
     decoded = [decode_record(line) for line in lines]
@@ -114,30 +140,38 @@ def main() -> int:
     per = (time.perf_counter() - start) / (5 * len(decoded))
     print(f"one V1 step record: {statistics.mean(map(len, lines)):,.0f} bytes on average "
           f"(max {max(map(len, lines)):,}), {per * 1e6:.1f} us to encode")
-    build_us, count_us = own_work(spec)
+    build_us, count_us, tier_us = own_work(spec)
+    tier = f", {tier_us:.1f} us reading the CPU tier" if tier_us is not None else ""
     print(f"the observatory's own work per step: {build_us:.1f} us building the record, "
-          f"{count_us:.1f} us classifying the step's tokens (the hooks), against "
-          f"{1e6 / statistics.median(bare_rates):,.0f} us for a bare step")
+          f"{count_us:.1f} us classifying the step's tokens (the hooks){tier}, against "
+          f"{1e6 / bare_median:,.0f} us for a bare step")
     return 0
 
 
-def own_work(spec, repeats: int = 20_000) -> tuple[float, float]:
-    """Microseconds to build one V1StepRecord and to classify one step's tokens, timed on the
-    state of a live engine 300 steps in."""
+def own_work(spec, repeats: int = 20_000) -> tuple[float, float, float | None]:
+    """Microseconds to build one V1StepRecord, to classify one step's tokens and (with a CPU
+    tier) to read the tier's part of a record, timed on the state of a live engine 300 steps
+    in."""
     from msgspec.structs import replace
 
     session = Session(replace(spec, max_steps=300).validated())
     session.run()
     driver = session.driver
     capture, cost = driver.hook.current, spec.cost
+    tier = driver.tier.take(capture.output) if driver.tier is not None else None
     start = time.perf_counter()
     for _ in range(repeats):
-        driver.reader.build(300, capture, cost, 0.0, 0.0, [])
+        driver.reader.build(300, capture, cost, 0.0, 0.0, [], tier)
     middle = time.perf_counter()
     for _ in range(repeats):
         driver.hook._count_tokens(capture, capture.output)
     end = time.perf_counter()
-    return (middle - start) / repeats * 1e6, (end - middle) / repeats * 1e6
+    tier_us = None
+    if driver.tier is not None:
+        for _ in range(repeats):
+            driver.tier.take(capture.output)
+        tier_us = (time.perf_counter() - end) / repeats * 1e6
+    return (middle - start) / repeats * 1e6, (end - middle) / repeats * 1e6, tier_us
 
 
 if __name__ == "__main__":

@@ -22,7 +22,16 @@ from engine.spec import RunSpec
 def resolve(spec: RunSpec) -> dict[str, Any]:
     """The resolution of `spec` as plain data (the --json form). Raises ConfigError."""
     os.environ["HF_HUB_OFFLINE"] = "1"  # before anything imports huggingface_hub: no download
-    from engine.adapters.v0.build import resolve as resolve_engine
+    from engine.adapters.versions import require_supported
+
+    if require_supported().engine == "v1":
+        if spec.backend == "sim":  # before anything imports vLLM's V1 modules
+            from engine.adapters.v1.platform import prepare_sim_process
+
+            prepare_sim_process()
+        from engine.adapters.v1.build import resolve as resolve_engine
+    else:
+        from engine.adapters.v0.build import resolve as resolve_engine
 
     return dataclasses.asdict(resolve_engine(spec))
 
@@ -41,12 +50,13 @@ def format_text(data: dict[str, Any]) -> str:
         f"tokenizer    {safe(data['tokenizer_source'])}",
         "engine arguments (as vLLM's config holds them):",
     ]
+    width = max((len(key) for key in data["engine_args"]), default=0)
     for key, value in data["engine_args"].items():
         if isinstance(value, dict):
             value = ", ".join(f"{k} {v}" for k, v in value.items())
         elif isinstance(value, float):
             value = f"{value:.6g}"
-        lines.append(f"  {key:<24} {value}")
+        lines.append(f"  {key:<{max(24, width)}} {value}")
     lines += [f"note: {safe(note)}" for note in data["notes"]]
     return "\n".join(lines)
 

@@ -68,7 +68,7 @@ class RunSpec(msgspec.Struct, kw_only=True):
 
     backend: Annotated[str, Setting("engine backend", choices=("sim", "gpu"))] = "sim"
     preset: Annotated[str, Setting("workload preset: seed-5578, seed-5578-fitted, demo (V0); v1-thrash, "
-                                   "v1-concurrent-prefill (V1)",
+                                   "v1-concurrent-prefill, v1-prefix-offload (V1)",
                                    metavar="NAME")] = "seed-5578"
     # None: opt-125m (sim: packaged config; gpu: facebook/opt-125m)
     model: Annotated[str | None, Setting(
@@ -111,6 +111,19 @@ class RunSpec(msgspec.Struct, kw_only=True):
     long_prefill_token_threshold: Annotated[int, Setting(
         "V1: at most this many tokens of one prefill per step, so several prefills run at "
         "once (0: no limit)", lo=0, hi=10_000_000)] = 0
+    # V1's CPU KV tier: vLLM's own OffloadingConnector (scheduler side, CPUOffloadingManager and
+    # its eviction) with the sim executor as its worker (engine/adapters/v1/offload.py)
+    kv_offloading_gib: Annotated[float, Setting(
+        "V1: a CPU KV tier of this many GiB through vLLM's own OffloadingConnector (vLLM's "
+        "--kv-offloading-size; 0: no tier)", lo=0, hi=1024, flag="--kv-offloading-size",
+        metavar="GIB")] = 0.0
+    offload_eviction: Annotated[str, Setting(
+        "V1: the CPU tier's eviction policy (vLLM's CPUOffloadingManager)",
+        choices=("lru", "arc"))] = "lru"
+    offload_bandwidth_gbps: Annotated[float, Setting(
+        "V1 sim: CPU tier transfer bandwidth in GB/s (10^9 bytes): a load or store takes its "
+        "bytes over it and completes in the first step that ends after", lo=0, lo_open=True,
+        hi=100_000, flag="--offload-bandwidth", metavar="GB/S")] = 25.0
 
     # workload
     # 100x the seed's: at t=0 vLLM holds every request (and its n sequences) in memory
@@ -122,6 +135,13 @@ class RunSpec(msgspec.Struct, kw_only=True):
     min_tokens: Annotated[int | None, Setting(
         "draw each request's output length from MIN to --max-tokens (default: all "
         "--max-tokens)", lo=1, hi=10_000_000, flag="--min-tokens", metavar="MIN")] = None
+    # prompts that share prefixes (prefix caching, the CPU tier): request i starts with prefix
+    # i mod N, then its own --prompt-len tokens
+    shared_prefixes: Annotated[int, Setting(
+        "requests start with one of this many shared prefixes, request i with prefix i mod N "
+        "(needs --prompt-len; 0: none)", lo=0, hi=1_000_000)] = 0
+    shared_prefix_len: Annotated[int, Setting(
+        "tokens in each shared prefix (with --shared-prefixes)", lo=1, hi=10_000_000)] = 1024
     # None: the seed's text slices ("```python\n" + 1000 chars)
     prompt_len: Annotated[int | None, Setting(
         "tokens per prompt instead of the seed's text", lo=1, hi=10_000_000)] = None
@@ -193,6 +213,9 @@ class RunSpec(msgspec.Struct, kw_only=True):
         if self.min_tokens is not None and self.min_tokens > self.max_tokens:
             raise ConfigError(f"--min-tokens {self.min_tokens} is more than --max-tokens "
                               f"{self.max_tokens}: give MIN <= --max-tokens")
+        if self.shared_prefixes and self.prompt_len is None:
+            raise ConfigError("--shared-prefixes needs --prompt-len (each request's own tokens "
+                              "after its prefix)")
         if self.prompt_len_max is not None:
             if self.prompt_len is None:
                 raise ConfigError("--prompt-len-max needs --prompt-len (the shortest prompt)")
@@ -263,6 +286,27 @@ PRESETS: dict[str, dict[str, Any]] = {
         **_V1_THRASH,
         "scheduler_reserve_full_isl": True,
         "long_prefill_token_threshold": 128,
+    },
+    # vLLM's CPU KV tier (its OffloadingConnector, --kv-offloading-size): 64 requests over 4
+    # shared prefixes of 1,024 tokens (plus 64 tokens of their own), prefix caching on, and a
+    # GPU cache of 200 blocks, too small to keep the prefixes between their requests; a CPU
+    # tier of 0.17 GiB (309 chunks of one block) keeps them, so they come back from CPU.
+    # --kv-offloading-size 0 runs the same workload without the tier.
+    "v1-prefix-offload": {
+        "model": "opt-125m",
+        "requests": 64,
+        "n": 1,
+        "shared_prefixes": 4,
+        "shared_prefix_len": 1024,
+        "prompt_len": 64,
+        "max_tokens": 32,
+        "block_size": 16,
+        "num_gpu_blocks": 200,
+        "max_num_batched_tokens": 2048,
+        "max_num_seqs": 256,
+        "enable_prefix_caching": True,
+        "kv_offloading_gib": 0.17,
+        "burst_size": 8,
     },
 }
 

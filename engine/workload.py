@@ -12,7 +12,9 @@ With --prompt-len every prompt has that many tokens instead (with --prompt-len-m
 drawn uniformly from the two; with --min-tokens, each request's max_tokens drawn from
 --min-tokens to --max-tokens). Those draws come from a generator seeded by (seed, request
 index), apart from the arrivals' one, so a run without them draws exactly what it drew before. Arrivals are all at t=0 (as in the
-seed) or a Poisson process of --arrival-rate requests per simulated second. Bursts (the TUI's
+seed) or a Poisson process of --arrival-rate requests per simulated second. With
+--shared-prefixes N, request i's prompt starts with shared prefix i mod N (--shared-prefix-len
+tokens), then its own tokens: what prefix caching and V1's CPU tier reuse. Bursts (the TUI's
 `a` key) continue the same prompt sequence, so a recording's bursts replay identically.
 """
 
@@ -69,14 +71,32 @@ class Workload:
         self._rng = random.Random(spec.seed)
         self._next_index = 0
         self._clock = 0.0
-        if spec.prompt_len is not None and spec.prompt_len >= max_model_len:
+        prefix = self.prefix_len
+        if spec.prompt_len is not None and prefix + spec.prompt_len >= max_model_len:
+            what = f"a shared prefix of {prefix} + " if prefix else ""
             raise ConfigError(f"--prompt-len {spec.prompt_len} does not fit the model's context "
-                              f"of {max_model_len} tokens: use at most {max_model_len - 1}")
-        longest = (spec.prompt_len_max or spec.prompt_len or 0) + spec.max_tokens
-        if (spec.prompt_len_max or spec.min_tokens) and longest > max_model_len:
-            raise ConfigError(f"the longest request ({spec.prompt_len_max or spec.prompt_len} "
+                              f"of {max_model_len} tokens: use at most "
+                              f"{max_model_len - 1 - prefix}" + (f" ({what}the prompt)"
+                                                                  if prefix else ""))
+        longest = prefix + (spec.prompt_len_max or spec.prompt_len or 0) + spec.max_tokens
+        if (spec.prompt_len_max or spec.min_tokens or prefix) and longest > max_model_len:
+            raise ConfigError(f"the longest request ({prefix + (spec.prompt_len_max or spec.prompt_len or 0)} "
                               f"prompt + {spec.max_tokens} output tokens) does not fit the "
                               f"model's context of {max_model_len} tokens")
+
+    @property
+    def prefix_len(self) -> int:
+        """Tokens of the shared prefix every prompt starts with (0: none)."""
+        return self.spec.shared_prefix_len if self.spec.shared_prefixes else 0
+
+    def _shared_prefix(self, index: int) -> list[int]:
+        """Request `index`'s shared prefix: prefix `index mod N`, a pattern no request's own
+        tokens follow (stride 31, not 1), so only the prefixes are shared blocks."""
+        spec = self.spec
+        if not spec.shared_prefixes:
+            return []
+        p = index % spec.shared_prefixes
+        return [(p * 7919 + 31 * k + 17) % 50000 + 3 for k in range(spec.shared_prefix_len)]
 
     def _draws(self, index: int) -> tuple[int | None, int]:
         """(prompt length or None for the default, max_tokens) of request `index`."""
@@ -94,7 +114,8 @@ class Workload:
     def _prompt(self, index: int, length: int | None) -> tuple[list[int], str | None]:
         spec = self.spec
         if length is not None:
-            return [(index * 7919 + k) % 50000 + 3 for k in range(length)], None
+            own = [(index * 7919 + k) % 50000 + 3 for k in range(length)]
+            return (self._shared_prefix(index) + own if spec.shared_prefixes else own), None
         text = seed_prompt(index)
         if self._count_tokens is not None:
             return self._count_tokens(text), text

@@ -9,7 +9,8 @@ examples are whatever the current recorder writes: schema, Check lines and zstd 
 Each vLLM release makes its own: the seven seed-5578 files (two of them on the preset fitted to
 the seed's GPU log) come from 0.5.0.post1, and each
 other supported release makes `seed-5578-off-vllmNNN` in a venv of its extra
-(`pip install -e '.[vllmNNN,test]'`). A file verifies only under the release that made it.
+(`pip install -e '.[vllmNNN,test]'`). vLLM 0.33 (the V1 engine, `vllm033`) makes the three
+`v1-thrash-*` files. A file verifies only under the release that made it.
 
 A file is written under a temporary name and renamed over the old one only after `run`
 ended as expected (exit 0, or 3 for the runs that abort) and `verify` passed, so a failed
@@ -45,6 +46,15 @@ DEFAULT_EXAMPLES: dict[str, list[str]] = {
 }
 # made on the release verl pins as well (the one where `strict` does not hold)
 RESERVE_EXTRAS = ("vllm063",)
+THRASH = ["--preset", "v1-thrash"]
+V1_EXAMPLES: dict[str, list[str]] = {
+    # vLLM's V1 engine (0.33, the vllm033 extra): #25538 as reported, and the fix
+    "v1-thrash-off": [*THRASH, "--policy", "off"],
+    "v1-thrash-whole-context": [*THRASH, "--policy", "whole-context"],
+    # the fix switched on in the middle of the thrash (request 12 preempted for the 20th time)
+    "v1-thrash-off-then-whole-context": [*THRASH, "--policy", "off", "--toggle-at",
+                                         "3000:whole-context"],
+}
 
 
 def examples() -> dict[str, list[str]]:
@@ -54,6 +64,8 @@ def examples() -> dict[str, list[str]]:
     release = require_supported()
     if release == DEFAULT:
         return DEFAULT_EXAMPLES
+    if release.engine == "v1":
+        return V1_EXAMPLES
     made = {f"seed-5578-off-{release.extra}": [*SEED, "--policy", "off"]}
     if release.extra in RESERVE_EXTRAS:
         made[f"seed-5578-reserve-{release.extra}"] = [*SEED, "--policy", "reserve",

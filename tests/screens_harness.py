@@ -28,6 +28,8 @@ OFF = RECORDINGS / "seed-5578-off.jsonl.zst"
 TOGGLED = RECORDINGS / "seed-5578-off-then-strict.jsonl.zst"
 STRICT = RECORDINGS / "seed-5578-strict.jsonl.zst"
 LATE = RECORDINGS / "seed-5578-off-then-strict-late.jsonl.zst"
+V1_OFF = RECORDINGS / "v1-thrash-off.jsonl.zst"  # vLLM 0.33's V1 engine: #25538's thrash
+V1_TOGGLED = RECORDINGS / "v1-thrash-off-then-whole-context.jsonl.zst"
 SIZES = [(80, 24), (120, 40), (160, 48), (220, 60)]
 RECORDING_PATH = "recordings/20250601T120000Z-seed-5578-off.jsonl.zst"
 

@@ -72,12 +72,15 @@ def test_preemption_blocks_and_timestamps_without_a_year() -> None:
     assert pre.t_s - log.windows[0].t_s == pytest.approx(2.0)
 
 
-def test_v1_log_is_refused_in_one_line(capsys) -> None:
-    with pytest.raises(RecordingError, match="V1 engine log"):
-        import_log((FIXTURES / "v1-engine.log").read_bytes())
-    assert main(["import-log", str(FIXTURES / "v1-engine.log"), "-o", "/dev/null"]) == 2
+def test_a_log_with_v0_and_v1_stats_lines_is_refused_in_one_line(capsys, tmp_path) -> None:
+    mixed = tmp_path / "mixed.log"
+    mixed.write_bytes((FIXTURES / "v0-metrics.log").read_bytes()
+                      + (FIXTURES / "v1-engine.log").read_bytes())
+    with pytest.raises(RecordingError, match="two runs"):
+        import_log(mixed.read_bytes())
+    assert main(["import-log", str(mixed), "-o", "/dev/null"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "models the V0 scheduler" in err
+    assert err.count("\n") == 1 and "split the log" in err
 
 
 def test_no_stats_records_is_refused_with_exit_2(capsys, tmp_path) -> None:

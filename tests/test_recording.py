@@ -710,7 +710,8 @@ def test_recorder_to_stdout_is_plain_jsonl(capsysbinary: pytest.CaptureFixture[b
     recorder.write(make_step(0))
     recorder.close()
     out = capsysbinary.readouterr().out.splitlines()
-    assert [json.loads(line)["kind"] for line in out] == ["header", "check", "step", "check"]
+    assert [json.loads(line)["kind"] for line in out] == ["header", "check", "step", "check",
+                                                          "index", "check"]
     assert json.loads(out[-1])["final"] is True
 
 

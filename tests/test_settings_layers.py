@@ -53,6 +53,11 @@ SAMPLES: dict[str, tuple[str, str]] = {
     "enable_prefix_caching": ("true", "true"),
     "scheduler_reserve_full_isl": ("false", "false"),
     "long_prefill_token_threshold": ("128", "128"),
+    "kv_offloading_gib": ("0.5", "0.5"),
+    "offload_eviction": ("arc", '"arc"'),
+    "offload_bandwidth_gbps": ("12.5", "12.5"),
+    "shared_prefixes": ("3", "3"),
+    "shared_prefix_len": ("256", "256"),
     "min_tokens": ("16", "16"),
     "prompt_len_max": ("64", "64"),
 }

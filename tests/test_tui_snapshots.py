@@ -1,5 +1,6 @@
 """Snapshots at 80x24, 120x40, 160x48 and 220x60: live mid-run, the abort, the fix that came too
-late, and the A/B replay; plus the replay screen.
+late, and the A/B replay; plus the replay screen; and vLLM's V1 engine (0.33) at 80x24 and
+160x48: #25538's thrash live, and the fix switched on in its middle.
 
 All are made from the shipped recordings, so they are deterministic. The live look is drawn by
 tests/screens_harness.py (RunPanel fed a recording cut at a step, with a live status: running,
@@ -13,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from screens_harness import (LATE, OFF, SIZES, TOGGLED, live_status, panel_app,
-                                   view_until)
+from screens_harness import (LATE, OFF, SIZES, TOGGLED, V1_OFF, V1_TOGGLED, live_status,
+                             panel_app, view_until)
 from tui.launch import replay_app
 
 SIZE_IDS = [f"{w}x{h}" for w, h in SIZES]
@@ -74,3 +75,23 @@ def test_replay_screen(snap_compare):
 def test_replay_at_the_abort(snap_compare):
     app = replay_app([str(OFF)], autoplay=False)
     assert snap_compare(app, terminal_size=(160, 50), press=["end"])
+
+
+V1_SIZES = [(80, 24), (160, 48)]
+V1_SIZE_IDS = [f"{w}x{h}" for w, h in V1_SIZES]
+
+
+@pytest.mark.parametrize("size", V1_SIZES, ids=V1_SIZE_IDS)
+def test_v1_live_mid_thrash(snap_compare, size):
+    """Request 12 preempted for the 20th time (step 2991): V1's words, its plots, the tax."""
+    view = view_until(V1_OFF, 2991)
+    app = panel_app(view, live_status(view))
+    assert snap_compare(app, terminal_size=size, run_before=settle)
+
+
+@pytest.mark.parametrize("size", V1_SIZES, ids=V1_SIZE_IDS)
+def test_v1_fix_switched_on_mid_thrash(snap_compare, size):
+    """whole-context from step 3000: the marker, the recompute share falling to 0."""
+    view = view_until(V1_TOGGLED, 3600)
+    app = panel_app(view, live_status(view))
+    assert snap_compare(app, terminal_size=size, run_before=settle)

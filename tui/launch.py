@@ -65,14 +65,31 @@ def local_engine_source(record: RecordMode) -> "SourceFactory":
     return open_source
 
 
-def remote_engine_source(address: str, token: str, link=None) -> "SourceFactory":
+def remote_engine_source(address: str, token: str, link=None,
+                         engine: str | None = None) -> "SourceFactory":
     """A source attached to `observatory serve` at `address` (one run; no restart), through
-    `link` if the caller has already connected."""
+    `link` if the caller has already connected; `engine` names one behind an exec hub."""
     from engine.stream.client import connect
     from tui.run_source import EngineSource
 
     return lambda _spec: EngineSource(
-        lambda: link if link is not None else connect(address, token, client="tui"))
+        lambda: link if link is not None else connect(address, token, client="tui",
+                                                      engine=engine))
+
+
+class HubEngines:
+    """The engines behind an `observatory exec --serve` hub, for the live screen's `e`."""
+
+    def __init__(self, address: str, token: str) -> None:
+        self.address, self.token = address, token
+
+    def engines(self) -> list:
+        from engine.stream.client import list_engines
+
+        return list_engines(self.address, self.token)
+
+    def source(self, name: str) -> "SourceFactory":
+        return remote_engine_source(self.address, self.token, None, name)
 
 
 def _reference(path: str | None, offset_s: float):
@@ -99,10 +116,12 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
                           "(-): give a file path or --no-record")
     ref = _reference(reference, reference_offset)
     if connect is not None:
-        address, token = connect
-        factory = remote_engine_source(address, token, link)
+        address, token, *rest = connect
+        engine = rest[0] if rest else None
+        factory = remote_engine_source(address, token, link, engine)
         return ObservatoryApp(lambda: LiveScreen(None, factory, window, restartable=False,
-                                                 title=address, reference=ref))
+                                                 title=engine or address, reference=ref,
+                                                 hub=HubEngines(address, token)))
     assert spec is not None
     factory = local_engine_source(record)
     return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window, reference=ref))
@@ -121,7 +140,8 @@ def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, 
         from engine.stream.client import connect as open_link
 
         try:
-            link = open_link(*connect, client="tui")
+            address, token, *rest = connect
+            link = open_link(address, token, client="tui", engine=rest[0] if rest else None)
         except ObservatoryError as exc:  # PeerError: refused, unreachable, not an observatory
             return _fail(str(exc))
     try:
@@ -173,10 +193,13 @@ def load_view(path: str, lenient: bool = False) -> tuple[RunView, str | None]:
 
 def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                lenient: bool = False, autoplay: bool = True, reference: str | None = None,
-               reference_offset: float = 0.0) -> ObservatoryApp:
-    """Build the replay (one path) or compare (two paths) app; raises ConfigError."""
+               reference_offset: float = 0.0, hold_whole_read=None,
+               window_from_steps: int | None = None) -> ObservatoryApp:
+    """Build the replay (one path) or compare (two paths) app; raises ConfigError.
+    `hold_whole_read` (tests): a threading.Event the background read of an indexed recording
+    waits for, so the window it opens on can be driven first. `window_from_steps`: how long
+    an indexed recording must be to open on a window (tui.replay.lazy.WINDOW_FROM_STEPS)."""
     from tui.app import ObservatoryApp
-    from tui.replay.compare_screen import CompareScreen
     from tui.replay.replay_screen import ReplayScreen
     from tui.run_view import RunView
 
@@ -199,8 +222,14 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
         source = FollowSource(path, lenient=lenient)
         return ObservatoryApp(lambda: ReplayScreen(RunView(), title=_display_name(path),
                                                    speed=speed, source=source))
+    if len(paths) == 1 and paths[0] != "-" and reference is None:
+        app = _windowed_replay(paths[0], speed, lenient, hold_whole_read, window_from_steps)
+        if app is not None:
+            return app
     loaded = [load_view(p, lenient) for p in paths]
     if len(paths) == 2:
+        from tui.replay.compare_screen import CompareScreen  # numpy, the A/B timeline: only here
+
         views = [v for v, _ in loaded]
         names = [_display_name(p) for p in paths]
         return ObservatoryApp(lambda: CompareScreen(views, names))
@@ -208,6 +237,36 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
     view.reference = _reference(reference, reference_offset)
     return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(paths[0]),
                                                speed=speed, autoplay=autoplay, notice=notice))
+
+
+def _windowed_replay(path: str, speed: float, lenient: bool, hold=None,
+                     window_from_steps: int | None = None) -> ObservatoryApp | None:
+    """A long recording with an index opens on a window of its last steps while the whole file
+    is read in the background (tui.replay.lazy); None: short, no index (or it does not check),
+    so the caller reads the whole file first, as for every other recording."""
+    from engine.stream.indexed import IndexDamaged, open_indexed
+
+    from tui.replay.lazy import WINDOW_FROM_STEPS
+
+    indexed = open_indexed(path)
+    if indexed is None or indexed.index.last_step is None or indexed.index.steps < (
+            WINDOW_FROM_STEPS if window_from_steps is None else window_from_steps):
+        return None
+    from tui.app import ObservatoryApp
+    from tui.replay.lazy import WholeRunLoader, window_at
+    from tui.replay.replay_screen import ReplayScreen
+
+    try:
+        header = indexed.header()
+        view = window_at(indexed, header, indexed.index.last_step)
+    except (IndexDamaged, OSError):
+        return None
+    notice = None if indexed.index.finished else ("the recording has no end record: the run "
+                                                  "did not finish cleanly")
+    loader = WholeRunLoader(path, lenient, hold, indexed)
+    return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(path), speed=speed,
+                                               autoplay=False, notice=notice, indexed=indexed,
+                                               loader=loader))
 
 
 def _stdin_to_tty() -> None:

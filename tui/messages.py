@@ -97,3 +97,14 @@ class StreamEnded(Message):
         super().__init__()
         self.error = error
         self.refused = refused
+
+
+class RunLoaded(Message):
+    """A recording opened from its index (tui.replay.lazy) has been read whole on a
+    background thread: `view` (a RunView) replaces the window the screen opened on. `error`:
+    the whole read failed (one line); the window stays."""
+
+    def __init__(self, view: object | None, error: str | None = None) -> None:
+        super().__init__()
+        self.view = view
+        self.error = error

@@ -194,6 +194,11 @@ class RunScreen(Screen):
     def banner_footer(self) -> str:
         return "n / N jump between events, ← → step, space plays."
 
+    def span(self) -> tuple[int, int]:
+        """The run's first and last steps, as the bar and `g` say them (a replay opened on a
+        window of a long run says the whole run's)."""
+        return self.view.first_step, self.view.last_step
+
     def plot_range(self) -> tuple[int, int]:
         view = self.view
         return view.first_step, view.last_step
@@ -205,8 +210,8 @@ class RunScreen(Screen):
         view = self.view
         panel = self.query_one(RunPanel)
         panel.show_text(view, self.status(), self.banner_footer())
-        self.query_one(ReplayBar).show(view.current_step, view.first_step, view.last_step,
-                                       self.playhead,
+        first, last = self.span()
+        self.query_one(ReplayBar).show(view.current_step, first, last, self.playhead,
                                        f"  {self.title_text}" if self.title_text else "")
         lo, hi = self.plot_range()
         cursor = None if self.following else view.current_step
@@ -253,7 +258,7 @@ class RunScreen(Screen):
         self.go(self.view.current_step + delta)
 
     def action_seek_start(self) -> None:
-        self.go(self.view.first_step)
+        self.go(self.span()[0])
 
     def action_seek_end(self) -> None:
         self.playhead.end()
@@ -285,7 +290,7 @@ class RunScreen(Screen):
             if step is not None:
                 self.go(step)
 
-        self.app.push_screen(GotoStep(self.view.first_step, self.view.last_step), go)
+        self.app.push_screen(GotoStep(*self.span()), go)
 
     def action_toggle_info(self) -> None:
         shown = self.query_one(RunPanel).toggle_info()

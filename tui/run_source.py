@@ -83,6 +83,10 @@ class _QueuedSource:
     def close(self) -> None:
         self._stop.set()
 
+    def detach(self) -> None:
+        """Post nothing more to the screen (it has moved on to another source)."""
+        self._target = None
+
     def _post(self, message: Any) -> None:
         if self._target is not None:
             self._target.post_message(message)

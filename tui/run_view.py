@@ -21,12 +21,19 @@ class RunView(Run):
         super().__init__(*args, **kwargs)
         self.cursor: int | None = None
         self.planned_policy = "off"  # what to show before the stream says anything
+        self.planned_engine = "v0"  # the engine kind expected before the header says
         self.reference = None  # engine.analysis.logs.reference.Reference: a real log overlaid
 
     @property
     def events(self) -> list[Event]:
         """Every display event so far (the event log's source)."""
         return self.log
+
+    @property
+    def engine(self) -> str:
+        """The engine kind of the run: the header's, or the one expected until it arrives (a
+        local engine runs the installed vLLM), so the screens speak its words from the start."""
+        return self.header.engine if self.header is not None else self.planned_engine
 
     @property
     def current_step(self) -> int:

@@ -46,6 +46,12 @@ class PolicySwitch:
     def policy(self) -> Policy:
         return self._policy
 
+    @property
+    def has_pending(self) -> bool:
+        """A policy was asked for and the hook has not taken it yet (it does at the next
+        step's start)."""
+        return self._pending is not None
+
     def set_policy(self, policy: str | Policy, source: str = "api") -> None:
         """Ask for `policy` from the next step on. Safe from any thread."""
         with self._lock:

@@ -70,6 +70,13 @@ def release_for(version: str | None) -> Release | None:
     return next((r for r in SUPPORTED if r.version == base), None)
 
 
+def installed_engine() -> str:
+    """The engine kind the installed vLLM runs ("v0" when none or an unsupported one is
+    installed): what a local run's records will be, known before its header arrives."""
+    release = release_for(installed_version())
+    return release.engine if release is not None else "v0"
+
+
 def supported_line() -> str:
     return "; ".join(f"{r.version}: {r.install}" for r in SUPPORTED)
 

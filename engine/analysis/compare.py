@@ -47,6 +47,8 @@ class V1RunMetrics(RunMetrics, kw_only=True):
     max_preemptions_per_request: int
     recompute_tax: float
     peak_gpu_kv_pct: float
+    computed_tokens: int = 0
+    cpu_tier_hit_tokens: int = 0  # tokens served from vLLM's CPU KV tier (0: no tier)
 
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -73,7 +75,9 @@ def run_metrics(recording: Recording) -> RunMetrics:
     if summary.__class__.__name__ == "V1Summary":
         v1 = dict(preemptions=summary.preemptions,
                   max_preemptions_per_request=summary.max_preemptions_per_request,
-                  recompute_tax=summary.recompute_tax, peak_gpu_kv_pct=summary.peak_gpu_kv_pct)
+                  recompute_tax=summary.recompute_tax, peak_gpu_kv_pct=summary.peak_gpu_kv_pct,
+                  computed_tokens=summary.computed_tokens,
+                  cpu_tier_hit_tokens=summary.cpu_tier_hit_tokens)
     return (V1RunMetrics if v1 else RunMetrics)(
         **v1,
         name=os.path.basename(recording.path),
@@ -116,6 +120,8 @@ _V1_ROWS: tuple[tuple[str, str], ...] = (
     ("preemptions", "preemptions"),
     ("most of one request", "max_preemptions_per_request"),
     ("recompute tax", "recompute_tax"),
+    ("computed tokens", "computed_tokens"),
+    ("tokens from CPU tier", "cpu_tier_hit_tokens"),
 )
 
 
@@ -132,8 +138,11 @@ def format_table(metrics: Sequence[RunMetrics]) -> str:
     cells = [["", *(safe(m.name) for m in metrics)]]
     axis = _axis_label(metrics)
     rows = _ROWS
-    if all(isinstance(m, V1RunMetrics) for m in metrics):  # V1 has no swap space
-        rows = tuple(r for r in _ROWS if r[1] not in ("peak_cpu_kv_pct", "peak_swapped"))
+    if all(isinstance(m, V1RunMetrics) for m in metrics):  # V1 has no swap space; its CPU
+        # KV is the offloading connector's tier, when a run has one
+        tier = any(m.peak_cpu_kv_pct or m.cpu_tier_hit_tokens for m in metrics)
+        gone = ("peak_swapped",) if tier else ("peak_cpu_kv_pct", "peak_swapped")
+        rows = tuple(r for r in _ROWS if r[1] not in gone)
     if any(isinstance(m, V1RunMetrics) for m in metrics):
         rows += _V1_ROWS
     for label, field in rows:

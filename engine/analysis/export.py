@@ -97,6 +97,43 @@ def _us(seconds: float) -> float:
     return round(seconds * 1e6, 3)
 
 
+def _v1_step_events(events: list[dict[str, Any]], s: V1StepRecord, pid: int, tid: int,
+                    start: float, dur: float, end_s: float) -> None:
+    """One V1 step as trace events: the step slice (new, resumed and running requests with
+    their tokens, the preempted with what they lost), the KV counters (GPU and, with one, the
+    CPU tier), the requests and the recompute so far, and an instant per preemption step."""
+    events.append({
+        "ph": "X", "pid": pid, "tid": tid, "name": f"step {s.step}", "cat": "step",
+        "ts": _us(start), "dur": _us(dur),
+        "args": {"policy": s.policy, "batched_tokens": s.batched_tokens, "exec_s": s.exec_s,
+                 "sim_step_s": s.sim_step_s,
+                 "new": [f"{rid}:{n}" for rid, n in s.new],
+                 "resumed": [f"{rid}:{n}" for rid, n in s.resumed],
+                 "decode_reqs": s.decode_reqs,
+                 "preempted": [f"{rid} lost {lost} (x{count})"
+                               for rid, lost, count in s.preempted],
+                 "recomputed_tokens": s.recomputed_tokens,
+                 "prefix_hit_tokens": s.prefix_hit_tokens, "finished": s.finished,
+                 "withheld": s.withheld, "held_back": s.held_back},
+    })
+    end = _us(end_s)
+    kv = {"gpu": round(s.gpu_pct, 3)}
+    if s.cpu_chunks_total:
+        kv["cpu_tier"] = round(s.cpu_pct, 3)
+    events.append({"ph": "C", "pid": pid, "name": "KV cache %", "ts": end, "args": kv})
+    events.append({"ph": "C", "pid": pid, "name": "requests", "ts": end,
+                   "args": {"running": s.running, "waiting": s.waiting}})
+    events.append({"ph": "C", "pid": pid, "name": "recompute", "ts": end,
+                   "args": {"preemptions": s.preemptions_total,
+                            "recompute_tax": round(s.recompute_tax, 4)}})
+    if s.preempted:
+        events.append({"ph": "i", "s": "p", "pid": pid, "tid": tid, "cat": "preempt",
+                       "name": f"preempted x{len(s.preempted)}", "ts": _us(start),
+                       "args": {"step": s.step,
+                                "request_ids": [rid for rid, _, _ in s.preempted],
+                                "lost_tokens": s.lost_tokens}})
+
+
 def perfetto_trace(recording: Recording) -> dict[str, Any]:
     """Chrome trace-event JSON (object form) for ui.perfetto.dev."""
     pid, tid = 1, 1
@@ -123,6 +160,9 @@ def perfetto_trace(recording: Recording) -> dict[str, Any]:
             start, dur = end_s - s.sim_step_s, s.sim_step_s
         previous_end = end_s
         step_start[s.step] = start
+        if type(s) is V1StepRecord:  # V1's own words: no swap space, recompute preemptions
+            _v1_step_events(events, s, pid, tid, start, dur, end_s)
+            continue
         events.append({
             "ph": "X", "pid": pid, "tid": tid, "name": f"step {s.step}", "cat": "step",
             "ts": _us(start), "dur": _us(dur),
@@ -156,11 +196,12 @@ def perfetto_trace(recording: Recording) -> dict[str, Any]:
                        "args": {"step": change.step, "source": change.source}})
     abort = recording.abort
     if abort is not None:
+        state = ({"running": abort.running, "waiting": abort.waiting} if is_v1(recording)
+                 else {"swapped": abort.swapped, "cpu_pct": round(abort.cpu_pct, 3)})
         events.append({"ph": "i", "s": "g", "pid": pid, "tid": tid, "cat": "abort",
                        "name": "engine aborted", "ts": _us(axis.clock(abort)),
                        "args": {"step": abort.step, "error": abort.error,
-                                "message": abort.message, "swapped": abort.swapped,
-                                "cpu_pct": round(abort.cpu_pct, 3)}})
+                                "message": abort.message, **state}})
         events.append({"ph": "C", "pid": pid, "name": "KV cache %",
                        "ts": _us(axis.clock(abort)),
                        "args": {"gpu": round(abort.gpu_pct, 3), "cpu": round(abort.cpu_pct, 3)}})

@@ -80,11 +80,22 @@ class V1Summary(msgspec.Struct, kw_only=True):
     end_reason: str | None
     time_axis: str = "sim"
     exec_seconds: float = 0.0
+    # vLLM's CPU KV tier (its offloading connector); all 0 without one
+    cpu_tier_chunks: int = 0  # the tier's capacity
+    peak_cpu_tier_chunks: int = 0  # the most chunks resident at a step's end
+    cpu_tier_loads: int = 0  # load jobs (CPU -> GPU)
+    cpu_tier_load_bytes: int = 0
+    cpu_tier_stores: int = 0  # store jobs (GPU -> CPU)
+    cpu_tier_store_bytes: int = 0
+    cpu_tier_evictions: int = 0  # chunks evicted
+    cpu_tier_hit_tokens: int = 0  # tokens served from the tier (part of prefix_hit_tokens)
+    cpu_tier_wait_seconds: float = 0.0  # simulated seconds steps waited for transfers
 
-    # the V0 names a comparison table reads (V1 has no swap space)
+    # the V0 names a comparison table reads (V1 has no swap space: its CPU is the tier)
     @property
     def peak_cpu_kv_pct(self) -> float:
-        return 0.0
+        return (round(100.0 * self.peak_cpu_tier_chunks / self.cpu_tier_chunks, 2)
+                if self.cpu_tier_chunks else 0.0)
 
     @property
     def peak_swapped(self) -> int:
@@ -132,6 +143,10 @@ class SummaryBuilder:
         self.prefix_hits = 0
         self.peak_running = 0
         self.peak_waiting = 0
+        self.tier = dict.fromkeys(_TIER_SUMS, 0)
+        self.tier_chunks = 0
+        self.peak_tier_chunks = 0
+        self.tier_wait_s = 0.0
 
     def _add_v1(self, item: V1StepRecord) -> None:
         self.v1 = True
@@ -154,6 +169,16 @@ class SummaryBuilder:
         self.generated_tokens += item.generated_tokens
         self.sim_s, self.wall_s = item.sim_s, item.wall_s
         self.exec_s += item.exec_s
+        if item.cpu_chunks_total:
+            self._add_tier(item)
+
+    def _add_tier(self, item: V1StepRecord) -> None:
+        tier = self.tier
+        for field in _TIER_SUMS:
+            tier[field] += getattr(item, field)
+        self.tier_chunks = item.cpu_chunks_total
+        self.peak_tier_chunks = max(self.peak_tier_chunks, item.cpu_chunks)
+        self.tier_wait_s += item.cpu_wait_s
 
     def add(self, item: Header | Record) -> None:
         if type(item) is V1StepRecord:
@@ -273,7 +298,17 @@ class SummaryBuilder:
             end_reason=self.end.reason if self.end else None,
             time_axis=self.time_axis,
             exec_seconds=round(self.exec_s, 6),
+            cpu_tier_chunks=self.tier_chunks,
+            peak_cpu_tier_chunks=self.peak_tier_chunks,
+            **{"cpu_tier_" + field.removeprefix("cpu_"): value
+               for field, value in self.tier.items()},
+            cpu_tier_wait_seconds=round(self.tier_wait_s, 6),
         )
+
+
+_TIER_SUMS = ("cpu_loads", "cpu_load_bytes", "cpu_stores", "cpu_store_bytes", "cpu_evictions",
+              "cpu_hit_tokens")
+"""V1StepRecord fields a V1 summary adds up as cpu_tier_<name without cpu_>."""
 
 
 def summarize(items: Iterable[Header | Record]) -> Summary | V1Summary:

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 import msgspec
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, RecordingError
 from engine.safe_text import safe
 from engine.stream.reader import load
 from engine.stream.run import Recording
@@ -266,7 +266,29 @@ def verify_file(path: str, progress: TextIO | None = None) -> VerifyResult:
     from engine.stream.integrity import notes
 
     recording = load(path)
+    wrong = index_summary_disagrees(recording)
+    if wrong is not None:
+        raise RecordingError(f"{path}: {wrong}: the index is damaged (summary would print it)")
     if progress is not None:
         for note in notes(recording):
             progress.write(safe(note) + "\n")
     return verify(recording, progress)
+
+
+def index_summary_disagrees(recording: Recording) -> str | None:
+    """What the summary in the recorder's index says that the records do not, or None. (The
+    reader holds the index's steps and frames to the file; this holds its summary, which
+    `summary` prints without reading the records.)"""
+    index = recording.index
+    if index is None or index.summary is None:
+        return None
+    from engine.analysis.summary import summarize
+
+    folded = msgspec.to_builtins(summarize(recording.all_items()))
+    for name, value in folded.items():
+        if index.summary.get(name) != value:
+            return (f"the index's summary says {name} {_short(index.summary.get(name))}, the "
+                    f"records say {_short(value)}")
+    if set(index.summary) != set(folded):
+        return "the index's summary has fields no summary has"
+    return None

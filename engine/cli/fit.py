@@ -54,6 +54,10 @@ class Fit(CLISubcommand):
 
         require_supported()  # every sim needs vLLM: say so at once, not after 30 failed sims
         log = import_log(read_input(args.log), args.log)
+        if log.header.engine == "v1":
+            raise ConfigError(f"{args.log}: a V1 log; fit tunes the V0 sim to V0 stats lines. "
+                              f"Import it (`observatory import-log`) and overlay a V1 run on it "
+                              f"(`observatory live --preset v1-thrash --reference REF`)")
         target = Target.from_log(log)
         if target.abort_clock_s is None and not target.windows:
             raise RecordingError(f"{args.log}: nothing to fit")

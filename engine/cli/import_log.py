@@ -1,4 +1,4 @@
-"""`observatory import-log FILE`: a vLLM V0 log as a reference recording, which summary,
+"""`observatory import-log FILE`: a vLLM log (V0 or V1) as a reference recording, which summary,
 compare and replay --reference read."""
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from engine.exit_status import ExitStatus
 
 class ImportLog(CLISubcommand):
     name = "import-log"
-    help = "turn a vLLM V0 log into a reference recording"
-    description = ("Read a vLLM V0 log (stats lines every 5 s, preemption warnings, block "
-                   "counts, tqdm progress, the swap-space abort) and write a reference "
+    help = "turn a vLLM log (V0 or V1) into a reference recording"
+    description = ("Read a vLLM log: V0 (stats lines every 5 s, preemption warnings, block "
+                   "counts, tqdm progress, the swap-space abort) or V1 (`Engine NNN:` stats "
+                   "lines, one series per data-parallel engine), and write a reference "
                    "recording that summary, compare and replay --reference read.")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

@@ -15,6 +15,8 @@ from engine import console, exit_status
 from engine.adapters.versions import speaks
 from engine.cli.base import CLISubcommand, OneLineParser
 from engine.cli.compare import Compare
+from engine.cli.engines import Engines
+from engine.cli.exec import Exec
 from engine.cli.export import Export
 from engine.cli.fit import Fit
 from engine.cli.import_log import ImportLog
@@ -23,6 +25,7 @@ from engine.cli.serve import Serve
 from engine.cli.summary import Summary
 from engine.cli.sweep import Sweep
 from engine.cli.sweep_report import SweepReport
+from engine.cli.tiny_model import TinyModel
 from engine.cli.verify import Verify
 from engine.cli.versions import Versions
 from engine.errors import ObservatoryError
@@ -30,8 +33,8 @@ from engine.exit_status import ExitStatus
 from engine.safe_text import safe
 
 HEADLESS: tuple[CLISubcommand, ...] = (
-    Run(), Serve(), Summary(), Compare(), Export(), Verify(), ImportLog(), Fit(), Sweep(),
-    SweepReport(), Versions())
+    Run(), Serve(), Exec(), Engines(), Summary(), Compare(), Export(), Verify(), ImportLog(),
+    Fit(), Sweep(), SweepReport(), Versions(), TinyModel())
 """Every headless subcommand, in the order `--help` lists them."""
 
 

@@ -8,6 +8,7 @@ import sys
 from engine.cli.base import CLISubcommand, add_json_flag, add_lenient_flag
 from engine.cli.reading import note_cut
 from engine.exit_status import ExitStatus
+from engine.safe_text import safe
 
 
 class Summary(CLISubcommand):
@@ -23,12 +24,38 @@ class Summary(CLISubcommand):
         add_lenient_flag(parser)
 
     def cmd(self, args: argparse.Namespace) -> int:
-        from engine.analysis.summary import format_summary, summarize, summary_json
-        from engine.stream.reader import load
+        from engine.analysis.summary import format_summary, summary_json
 
-        recording = load(args.path, lenient=args.lenient)
-        note_cut(recording)
-        summary = summarize(recording.all_items())
+        summary = _from_index(args.path) or _from_records(args.path, args.lenient)
         sys.stdout.write((summary_json(summary) if args.json else format_summary(summary))
                          + "\n")
         return ExitStatus.OK
+
+
+def _from_index(path: str):
+    """The summary the recorder folded into the file's index, if the file has one (a
+    recording closed by its recorder): read from the file's last frame, not the whole file.
+    None: read the records (`verify` always does; it also holds the index to them)."""
+    from engine.stream.indexed import open_indexed, summary_of
+
+    indexed = open_indexed(path)
+    if indexed is None:
+        return None
+    index, summary = indexed.index, summary_of(indexed)
+    if summary is None:
+        return None
+    if not index.finished:
+        if index.last_step is None:
+            return None  # what the note would say needs the header: read the file
+        sys.stderr.write(safe(f"note: {path}: the recording was switched off after step "
+                              f"{index.last_step}; the run went on without it") + "\n")
+    return summary
+
+
+def _from_records(path: str, lenient: bool):
+    from engine.analysis.summary import summarize
+    from engine.stream.reader import load
+
+    recording = load(path, lenient=lenient)
+    note_cut(recording)
+    return summarize(recording.all_items())

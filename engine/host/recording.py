@@ -107,7 +107,7 @@ class RecordingController:
                 if kind is Header:
                     recorder.sink(item)  # writes the header (once) and flushes it
                 else:
-                    recorder.write_line(line, end=isinstance(item, _END_KINDS))
+                    recorder.write_line(line, end=isinstance(item, _END_KINDS), item=item)
             if kind in STEP_TYPES:
                 self._last_step = item
             elif kind is RunFinished:
@@ -158,7 +158,7 @@ class RecordingController:
                 end = RunFinished(steps=last.step + 1 if last else 0, reason=reason,
                                   sim_s=last.sim_s if last else 0.0,
                                   wall_s=last.wall_s if last else 0.0)
-                recorder.write_line(encode(end) + b"\n", end=True)
+                recorder.write_line(encode(end) + b"\n", end=True, item=end)
             self._sealed = True
         self._close()
 

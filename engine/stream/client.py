@@ -177,10 +177,12 @@ def parse_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def connect(address: str, token: str, client: str = "tui") -> EngineLink:
-    """Attach to `observatory serve` at HOST:PORT. Raises ConfigError (one line) if the address
-    is malformed, PeerError if it is unreachable or the server refuses (wrong token, other
-    protocol version) or answers in something else."""
+def connect(address: str, token: str, client: str = "tui", *,
+            engine: str | None = None) -> EngineLink:
+    """Attach to `observatory serve` at HOST:PORT, or to the engine named `engine`
+    (host/pid/index) behind an `observatory exec --serve` hub (None: its newest). Raises
+    ConfigError (one line) if the address is malformed, PeerError if it is unreachable or the
+    server refuses (wrong token, other protocol version) or answers in something else."""
     host, port = parse_address(address)
     try:
         sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
@@ -190,7 +192,8 @@ def connect(address: str, token: str, client: str = "tui") -> EngineLink:
                           f"running there?") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # commands are small lines
     try:
-        sock.sendall(encode_line(Hello(protocol=PROTOCOL_VERSION, token=token, client=client)))
+        sock.sendall(encode_line(Hello(protocol=PROTOCOL_VERSION, token=token, client=client,
+                                       engine=engine)))
         stream = sock.makefile("rb")
         line = stream.readline()
         answer = decode_incoming(line) if line.endswith(b"\n") else None
@@ -210,3 +213,29 @@ def connect(address: str, token: str, client: str = "tui") -> EngineLink:
         raise PeerError(f"{address} did not answer like an observatory engine")
     sock.settimeout(None)
     return EngineLink(sock, address=address, welcome=answer, stream=stream)
+
+
+def list_engines(address: str, token: str) -> list:
+    """The engines behind an `observatory exec --serve` hub at HOST:PORT (EngineInfo, oldest
+    first). PeerError if it refuses or is not a hub."""
+    from engine.stream.protocol import Engines
+
+    host, port = parse_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as sock:
+            sock.sendall(encode_line(Hello(protocol=PROTOCOL_VERSION, token=token,
+                                           client="list", engine="?")))
+            line = sock.makefile("rb").readline()
+    except OSError as exc:
+        raise PeerError(f"cannot ask {address} for its engines: "
+                        f"{exc.strerror or exc or type(exc).__name__}") from None
+    try:
+        answer = decode_incoming(line)
+    except msgspec.DecodeError:
+        answer = None
+    if isinstance(answer, Refused):
+        raise PeerError(f"{address} refused: {answer.reason}")
+    if not isinstance(answer, Engines):
+        raise PeerError(f"{address} is not an `observatory exec --serve` hub: it did not list "
+                        f"engines")
+    return list(answer.engines)

@@ -37,17 +37,19 @@ import msgspec
 
 from engine.errors import RecordingError
 from engine.stream import limits
-from engine.stream.records import (Check, EngineAborted, Record, RunFinished, StepRecord,
-                                   V1StepRecord)
+from engine.stream.records import (Check, EngineAborted, Index, Record, RunFinished,
+                                   StepRecord, V1StepRecord)
 from engine.stream.run import Run
 
 CHECK_PREFIX = b'{"kind":"check"'
+INDEX_PREFIX = b'{"kind":"index"'
 _BLOCK_END = b"\n" + CHECK_PREFIX
 MAX_PROBLEMS_KEPT = 20
 _MIN_LINE_BYTES = 16  # no record's line is shorter (the shortest, a policy change, is ~70)  # lenient reads count every problem but describe only the first few
 
 _record_decoder = msgspec.json.Decoder(Record)
 _check_decoder = msgspec.json.Decoder(Check)
+_index_decoder = msgspec.json.Decoder(Index)
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 _TOO_LONG = b"\x00a line over MAX_LINE_BYTES\x00"  # its stand-in, compared by identity
 
@@ -86,13 +88,15 @@ class _Reader:
 
     # -- records ---------------------------------------------------------------------------
 
-    def decode_lines(self, lines: list[bytes], lineno: int, keep: bool = True) -> bool:
+    def decode_lines(self, lines: list[bytes], lineno: int, keep: bool = True,
+                     size: int | None = None) -> bool:
         """Decode and check `lines` (the first is line `lineno`); append the good ones to the
         run if `keep`. Returns False if any line was bad. The loop is the loader's hot path:
-        the common case (the next step, within bounds) costs a few comparisons."""
+        the common case (the next step, within bounds) costs a few comparisons. `size`: the
+        lines' bytes, if the caller knows them (no line is longer than all of them)."""
         decode = _record_decoder.decode
         append = self.run.append
-        if sum(map(len, lines)) > limits.MAX_LINE_BYTES:
+        if (size if size is not None else sum(map(len, lines))) > limits.MAX_LINE_BYTES:
             lines = list(lines)
             for i, line in enumerate(lines):
                 if len(line) > limits.MAX_LINE_BYTES:
@@ -101,6 +105,7 @@ class _Reader:
                     lines[i] = _TOO_LONG  # reported: now just skipped
         ok = True
         expected = self.expected
+        over = self.ended or self.aborted  # a step after the end or the abort breaks a rule
         for line in lines:
             try:
                 item = decode(line)
@@ -114,7 +119,7 @@ class _Reader:
             kind = type(item)
             if kind is StepRecord or kind is V1StepRecord:
                 if (item.step != expected or item.gpu_used > item.gpu_total
-                        or item.cpu_used > item.cpu_total or self.ended or self.aborted):
+                        or item.cpu_used > item.cpu_total or over):
                     self.expected = expected
                     if not self._odd_step(item, lineno):
                         ok = False
@@ -124,6 +129,7 @@ class _Reader:
             elif kind is EngineAborted or kind is RunFinished:
                 self.expected = expected
                 why = self._end_problem(item)
+                over = self.ended or self.aborted
                 if why is not None:
                     self.problem(lineno, why)
                     ok = False
@@ -282,16 +288,55 @@ def load_checked(data: bytes, run: Run, name: str, lenient: bool, verified: int 
             seq = check.seq + 1
             final = check.final
             lines.pop()  # the block ends with a newline
+            if final and lines and lines[-1].startswith(INDEX_PREFIX):
+                _take_index(reader, lines.pop(), check_lineno - 1)
             if start == 0:
                 reader.decode_lines(lines[1:], lineno + 1)  # the header line is parsed
             else:
-                reader.decode_lines(lines, lineno)
+                reader.decode_lines(lines, lineno, size=check_start - start)
         start = check_end + 1
         lineno = check_lineno + 1
     if start == 0:  # not one Check: the tail starts after the header line
         header_end = find(b"\n")
         start, lineno = (len(data), 1) if header_end < 0 else (header_end + 1, 2)
     _tail(reader, data[start:], lineno, final, cut_check)
+
+
+def _take_index(reader: _Reader, line: bytes, lineno: int) -> None:
+    """The recorder's index (the line before its final Check): kept, not a record of the run.
+    Its place and its checksum are proved by now; whether it agrees with the records is
+    `index_disagrees`'s business once they are read."""
+    try:
+        reader.run.index = _index_decoder.decode(line)
+    except _DECODE_ERRORS as exc:
+        reader.problem(lineno, f"damaged index line ({one_line(exc)})")
+
+
+def index_disagrees(run: Run, frame_starts: list[int] | None) -> str | None:
+    """What in `run.index` contradicts the records just read (and, for a `.zst`, the frames'
+    byte offsets), or None. An index that passed its checksum yet disagrees was written by a
+    broken recorder or forged with a new checksum: either way `summary` must not trust it."""
+    index = run.index
+    if index is None:
+        return None
+    steps = run.steps
+    held = (len(run), steps[0].step if steps else None, steps[-1].step if steps else None,
+            run.finished is not None)
+    said = (index.steps, index.first_step, index.last_step, index.finished)
+    if held != said:
+        return (f"the index says {said[0]} steps ({said[1]}..{said[2]}, finished {said[3]}), "
+                f"the file holds {held[0]} ({held[1]}..{held[2]}, finished {held[3]})")
+    if frame_starts is not None:
+        offsets = [offset for offset, _ in index.frames]
+        if offsets != frame_starts[:len(offsets)] or len(frame_starts) != len(offsets) + 1 \
+                or frame_starts[-1] != index.index_offset:
+            return "the index's frame offsets are not where the file's zstd frames start"
+    previous = -1
+    for offset, first in index.frames:
+        if offset <= previous:
+            return "the index's frame offsets are not in order"
+        previous = offset
+    return None
 
 
 def _tail(reader: _Reader, tail: bytes, lineno: int, final: bool, cut_check: bool) -> None:

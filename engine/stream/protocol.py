@@ -49,6 +49,9 @@ class Hello(msgspec.Struct, tag="hello", tag_field="kind", kw_only=True):
     protocol: int
     token: str
     client: str  # a short name for this client; a TCP client's commands are "remote:<client>"
+    # `observatory exec --serve`'s hub (engine.attached.hub): which engine ("host/pid/index"),
+    # "?" for the list (an Engines line), None for the newest. A plain serve ignores it.
+    engine: str | None = None
 
 
 class _Command(msgspec.Struct, tag_field="kind", kw_only=True):
@@ -202,6 +205,22 @@ class StateChanged(msgspec.Struct, tag="state", tag_field="kind", kw_only=True):
     step: int
 
 
+class EngineInfo(msgspec.Struct, kw_only=True):
+    """One engine behind an `observatory exec --serve` hub."""
+
+    name: str  # host/pid/index
+    address: str  # where it serves (127.0.0.1:PORT, reached through the hub)
+    pid: int
+    engine: str = ""  # "v0" or "v1"
+
+
+class Engines(msgspec.Struct, tag="engines", tag_field="kind", kw_only=True):
+    """The hub's answer to Hello(engine="?"): the engines it can reach, oldest first; the hub
+    closes the connection after it."""
+
+    engines: list[EngineInfo]
+
+
 class Disconnected(msgspec.Struct, tag="disconnected", tag_field="kind", kw_only=True):
     """Client side only, never sent: the connection ended without RunFinished (the last item
     EngineLink.items() yields in that case)."""
@@ -212,7 +231,7 @@ class Disconnected(msgspec.Struct, tag="disconnected", tag_field="kind", kw_only
 ServiceMessage = Union[Welcome, Refused, Closing, Ack, Progress, RecordingStatus, StateChanged]
 ClientMessage = Union[Hello, SetPolicy, Pause, Resume, AddBurst, Stop, ToggleRecording]
 Incoming = Union[Header, Record, Welcome, Refused, Closing, Ack, Progress, RecordingStatus,
-                 StateChanged]
+                 StateChanged, Engines]
 """Anything a server sends."""
 
 

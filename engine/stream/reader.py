@@ -32,8 +32,8 @@ from typing import Any, Iterator
 import msgspec
 
 from engine.stream import limits
-from engine.stream.integrity import (CHECK_PREFIX, RecordingError, load_checked, load_unchecked,
-                                     one_line)
+from engine.stream.integrity import (CHECK_PREFIX, INDEX_PREFIX, RecordingError,
+                                     index_disagrees, load_checked, load_unchecked, one_line)
 from engine.stream.records import SCHEMA_VERSION, Check, Header, Record, RunFinished
 from engine.stream.run import Recording
 from engine.stream.zstdframes import ZSTD_MAGIC, ZstdDamage, ZstdLimitError, decompress
@@ -165,6 +165,7 @@ def _load(path: str | os.PathLike[str], lenient: bool, into: type[Recording]) ->
     frame_notes: list[str] = []
     frame_cut = False
     verified = 0
+    frame_starts: list[int] | None = None
     if data.startswith(ZSTD_MAGIC):
         try:
             walk = decompress(data, lenient=lenient, keep_damaged=True)
@@ -177,6 +178,7 @@ def _load(path: str | os.PathLike[str], lenient: bool, into: type[Recording]) ->
                                  f"--lenient to read the frames around it") from None
         data, frame_cut, frame_notes = walk.text, walk.cut, walk.damaged
         verified = walk.verified
+        frame_starts = walk.frame_starts
     if not data or data.isspace():
         if frame_notes:
             raise RecordingError(f"{name}: nothing readable: {frame_notes[0]}")
@@ -198,6 +200,14 @@ def _load(path: str | os.PathLike[str], lenient: bool, into: type[Recording]) ->
         load_checked(data, recording, name, lenient, verified)
     else:
         load_unchecked(data, recording, name, lenient)
+    wrong = index_disagrees(recording, frame_starts)
+    if wrong is not None:
+        if not lenient:
+            raise RecordingError(f"{name}: {wrong}: the index is damaged; run with --lenient "
+                                 f"to read the records without it")
+        recording.index = None
+        recording.problem_count += 1
+        recording.problems.append(wrong)
     if frame_cut and not recording.truncated:
         recording.truncated = True
         recording.cut_note = (f"the file is cut inside its last zstd frame, after step "
@@ -315,6 +325,8 @@ def follow(path: str | os.PathLike[str], poll_s: float = 0.1,
                 crc = lines = 0
                 continue
             crc, lines = zlib.crc32(line + b"\n", crc), lines + 1
+            if line.startswith(INDEX_PREFIX):  # the recorder's table of contents, at close
+                continue
             try:
                 item = _line_decoder.decode(line)
             except _DECODE_ERRORS as exc:

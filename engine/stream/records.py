@@ -147,7 +147,9 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
     the step, after vLLM's own `update_from_output`.
 
     The properties below name the V0 vocabulary (swapped, cpu_*, swapped_out...) for the
-    screens and indexes that speak it: V1 has none of those, so they read as empty.
+    screens and indexes that speak it: V1 has no swap space, so they read as empty, except
+    `cpu_used` / `cpu_total` / `cpu_pct`, which read the CPU KV tier's chunks (vLLM's offloading
+    connector, when the run has one), so the CPU KV plot shows the tier.
     """
 
     step: Count
@@ -174,7 +176,10 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
     # (request id, computed tokens it lost, its preemptions so far): recompute preemptions
     preempted: list[tuple[str, Count, Count]]
 
-    prefix_hit_tokens: Count  # tokens admitted requests found in the prefix cache this step
+    # tokens admitted requests found already computed this step: the prefix cache, and with a
+    # CPU tier also what they loaded from it (counted again in cpu_hit_tokens when the load
+    # was planned, usually a step earlier)
+    prefix_hit_tokens: Count
     recomputed_tokens: Count  # scheduled tokens a request had computed before and lost
     prompt_tokens: Count  # tokens scheduled before a request's first sample (chunks, recompute)
     generated_tokens: Count  # tokens sampled this step (one per request that sampled)
@@ -192,6 +197,19 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
 
     exec_s: Seconds = 0.0  # measured seconds of the sim executor's execute_model
 
+    # The CPU KV tier: vLLM's OffloadingConnector and its CPUOffloadingManager
+    # (engine.adapters.v1.tier). All 0 without a tier, and in recordings made before it.
+    cpu_chunks: Count = 0  # CPU chunks holding KV (stored or being stored) at the step's end
+    cpu_chunks_total: Count = 0  # the tier's capacity in chunks (0: no tier)
+    cpu_loads: Count = 0  # load jobs (CPU -> GPU) the step issued
+    cpu_load_bytes: Count = 0
+    cpu_stores: Count = 0  # store jobs (GPU -> CPU) the step issued
+    cpu_store_bytes: Count = 0
+    cpu_evictions: Count = 0  # chunks vLLM's CPU manager evicted this step
+    cpu_hit_tokens: Count = 0  # tokens requests admitted this step will load from the tier
+    cpu_in_flight: Count = 0  # loads and stores vLLM still waits for at the step's end
+    cpu_wait_s: Seconds = 0.0  # sim: seconds the step waited for transfers (in sim_step_s)
+
     # ---- the V0 vocabulary, for screens that speak it (V1 has no swap space) ----
     @property
     def swapped(self) -> int:
@@ -199,11 +217,12 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
 
     @property
     def cpu_used(self) -> int:
-        return 0
+        """The CPU tier's resident chunks: what the CPU KV plot shows for V1."""
+        return self.cpu_chunks
 
     @property
     def cpu_total(self) -> int:
-        return 0
+        return self.cpu_chunks_total
 
     @property
     def running_seqs(self) -> int:
@@ -272,7 +291,8 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
 
     @property
     def cpu_pct(self) -> float:
-        return 0.0
+        return (100.0 * self.cpu_chunks / self.cpu_chunks_total if self.cpu_chunks_total
+                else 0.0)
 
     @property
     def recompute_tax(self) -> float:
@@ -382,7 +402,8 @@ Rate = Annotated[float, msgspec.Meta(ge=0.0, le=1e15)]
 
 
 class LogWindow(msgspec.Struct, tag="log_window", tag_field="kind", kw_only=True, gc=False):
-    """One V0 stats line (`Avg prompt throughput: ...`): vLLM's view of the last ~5 s.
+    """One stats line (`Avg prompt throughput: ...`): vLLM's view of the last ~5 s (V0) or
+    ~10 s (V1).
 
     `t_s` is seconds since the run's first step (see engine.analysis.logs.timeline for how it is
     estimated); throughputs are vLLM's averages over the window that ends at `t_s`. A record cut
@@ -401,6 +422,15 @@ class LogWindow(msgspec.Struct, tag="log_window", tag_field="kind", kw_only=True
     cpu_pct: Rate | None
     partial: bool = False
     missing: list[str] = []  # the fields that were cut or absent
+    # V1 logs only (None in V0 ones): `pending` holds V1's `Waiting:`, `gpu_pct` the KV cache
+    # usage of the device it names (`kv_device`), and swapped / cpu_pct stay None.
+    engine: Annotated[int, msgspec.Meta(ge=-1, le=MAX_COUNT)] | None = None  # `Engine NNN:` (data parallel: one series each); -1: aggregated
+    kv_device: str | None = None
+    prefix_hit_pct: Rate | None = None
+    external_prefix_hit_pct: Rate | None = None
+    mm_hit_pct: Rate | None = None
+    preemptions: Count | None = None  # in the window; V1 logs it only when > 0
+    deferred: Count | None = None
 
 
 class LogEvent(msgspec.Struct, tag="log_event", tag_field="kind", kw_only=True, gc=False):
@@ -484,6 +514,28 @@ class Check(msgspec.Struct, tag="check", tag_field="kind", kw_only=True, omit_de
     lines: Count  # lines it covers: all lines after the previous Check line
     crc: Annotated[int, msgspec.Meta(ge=0, le=0xFFFFFFFF)]  # CRC-32 of those lines' bytes
     final: bool = False  # the recorder closed the file here: nothing may follow
+
+
+class Index(msgspec.Struct, tag="index", tag_field="kind", kw_only=True, gc=False):
+    """Not a record of the run: the recorder's table of contents, written once at close as
+    the last line before the final Check (which seals it like any other line), in a zstd
+    frame of its own. A reader that wants only the end of a run (`summary`, a replay's first
+    screen) reads this and one frame instead of the whole file (engine.stream.indexed).
+
+    `frames[k]` is (byte offset of zstd frame k, or of the k-th ~FRAME_BYTES chunk of a plain
+    file; the first step record at or after it). Every frame starts right after a Check line,
+    so each decodes on its own. `summary` is engine.analysis.summary's Summary (or V1Summary)
+    of everything before the index, as a dict; None if the recorder did not see every record.
+    """
+
+    frames: list[tuple[Count, Count]]
+    index_offset: Count  # where this index's own frame (or line) starts
+    lines: Count  # lines before this one, the header included
+    steps: Count  # step records in the file
+    first_step: Count | None  # None: no step at all
+    last_step: Count | None
+    finished: bool  # the run's end record (RunFinished) is in the file
+    summary: dict[str, Any] | None = None
 
 
 _encoder = msgspec.json.Encoder()

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 import msgspec
 
-from engine.stream.records import (Arrivals, EngineAborted, Header, LogLine, PolicyChanged,
-                                   Record, RunFinished, StepRecord, V1StepRecord)
+from engine.stream.records import (Arrivals, EngineAborted, Header, Index, LogLine,
+                                   PolicyChanged, Record, RunFinished, StepRecord, V1StepRecord)
 from engine.timeaxis import axis_of
 
 if TYPE_CHECKING:
@@ -51,10 +51,13 @@ def record_kind(item: Record) -> str:
 
 def _numeric_columns() -> dict[str, Callable[[StepRecord], float]]:
     getters: dict[str, Callable[[StepRecord], float]] = {}
-    for field in msgspec.structs.fields(StepRecord):
-        base = getattr(field.type, "__origin__", field.type)  # Annotated[int, Meta] -> int
-        if base in (int, float, bool):
-            getters[field.name] = attrgetter(field.name)
+    # V0's fields, then V1's own (recomputed_tokens, preemptions_total...): a V1 column is
+    # asked only of a V1 run, whose records also answer V0's names (as V1 has them)
+    for struct in (StepRecord, V1StepRecord):
+        for field in msgspec.structs.fields(struct):
+            base = getattr(field.type, "__origin__", field.type)  # Annotated[int, Meta] -> int
+            if base in (int, float, bool) and field.name not in getters:
+                getters[field.name] = attrgetter(field.name)
     getters.update({
         "gpu_pct": attrgetter("gpu_pct"),
         "cpu_pct": attrgetter("cpu_pct"),
@@ -77,10 +80,17 @@ def _numeric_columns() -> dict[str, Callable[[StepRecord], float]]:
 COLUMNS: dict[str, Callable[[StepRecord], float]] = _numeric_columns()
 """Names `Run.column()` accepts: every numeric StepRecord field plus a few derived ones."""
 
+TPS_COLUMNS = {"prompt_tps": "prompt_tokens", "gen_tps": "generated_tokens",
+               "recomputed_tps": "recomputed_tokens"}
+"""The rate series and the token column each is a rate of (recomputed: V1 only)."""
+
 SERIES = ("gpu_pct", "cpu_pct", "committed_pct", "running", "swapped", "waiting", "prompt_tps",
-          "gen_tps")
+          "gen_tps", "n_recomputed", "recomputed_tps", "preemptions_total", "recompute_pct")
 """Names `Run.series()` accepts. The *_tps ones are tokens per second of the run's time axis
-(engine.timeaxis: simulated on the sim, measured executor time on a GPU)."""
+(engine.timeaxis: simulated on the sim, measured executor time on a GPU). `n_recomputed` is
+the step's preemptions by recompute (V1's only kind), `preemptions_total` V1's so far;
+`recomputed_tps` V1's tokens computed again; `recompute_pct` the share of each bin's computed
+tokens that were computed again (V1's recompute tax, per bin rather than so far)."""
 
 # ---- display events -------------------------------------------------------------------------
 
@@ -103,15 +113,17 @@ class Event:
     level: str = "info"  # "info" | "warning" | "error"
 
 
-def _describe(item: Record, last_step: int) -> Event | None:
-    """The display event a record stands for, if any (steps are handled by `_add_step`)."""
+def _describe(item: Record, last_step: int, engine: str = "v0") -> Event | None:
+    """The display event a record stands for, if any (steps are handled by `_add_step`), in
+    the vocabulary of the `engine` kind that made it (V1 has no swap space)."""
     if isinstance(item, PolicyChanged):
         return Event(item.step, "policy", f"policy {item.old} → {item.new} from step "
                                           f"{item.step} (source {item.source})")
     if isinstance(item, EngineAborted):
+        state = (f"running {item.running}, waiting {item.waiting}, GPU KV {item.gpu_pct:.1f}%"
+                 if engine == "v1" else f"swapped {item.swapped}, CPU KV {item.cpu_pct:.1f}%")
         return Event(item.step, "abort", f"ABORTED at step {item.step}: {item.error}: "
-                                         f"{item.message} (swapped {item.swapped}, CPU KV "
-                                         f"{item.cpu_pct:.1f}%)", "error")
+                                         f"{item.message} ({state})", "error")
     if isinstance(item, LogLine):
         repeats = f" (×{item.repeats:,})" if item.repeats > 1 else ""
         level = {"WARNING": "warning", "ERROR": "error", "CRITICAL": "error"}.get(item.level,
@@ -157,6 +169,7 @@ class Run:
         self.problems: list[str] = []  # the first few, one line each ("line 12: ...")
         self.unchecked = False  # written before Check lines existed: flips are undetectable
         self.missing: set[int] = set()  # steps absent from the stream, held as repeats (_bridge)
+        self.index: Index | None = None  # the recorder's index, if the file ends with one
         self.version = 0  # bumped on every change, so a widget can skip a redundant redraw
         self._by_kind: dict[str, list[Record]] = {}
         self._kind_steps: dict[str, list[int]] = {k: [] for k in STEP_KINDS}
@@ -164,6 +177,7 @@ class Run:
         self._last_swapout: int | None = None
         self._columns: dict[str, list[float]] = {}
         self._windows: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._floats: dict[str, tuple[np.ndarray, int]] = {}  # column -> (buffer, filled)
 
     # -- building -------------------------------------------------------------------------
 
@@ -197,7 +211,8 @@ class Run:
             self.abort = item
         elif type(item) is RunFinished:
             self.finished = item
-        event = _describe(item, self.last_step)
+        event = _describe(item, self.last_step,
+                          self.header.engine if self.header is not None else "v0")
         if event is not None:
             self._event(event)
 
@@ -261,6 +276,11 @@ class Run:
     def __len__(self) -> int:
         """Steps the stream actually held (repeats standing in for missing ones not counted)."""
         return len(self.steps) - len(self.missing)
+
+    @property
+    def engine(self) -> str:
+        """The engine kind that made the run (Header.engine): "v0" until a header says."""
+        return self.header.engine if self.header is not None else "v0"
 
     @property
     def first_step(self) -> int:
@@ -366,6 +386,34 @@ class Run:
             values.extend(map(getter, self.steps[len(values):]))
         return values
 
+    def floats(self, name: str) -> np.ndarray:
+        """A column as a compact float array, one entry per held step: what plots read. It
+        grows in place (capacity doubles), so a live run's next step costs one entry, not a
+        copy of the run."""
+        import numpy as np
+
+        values = self.column(name)
+        buffer, filled = self._floats.get(name, (None, 0))
+        n = len(values)
+        if buffer is None or filled < n:
+            if buffer is None or len(buffer) < n:
+                grown = np.empty(max(1024, 2 * n), dtype=float)
+                if buffer is not None:
+                    grown[:filled] = buffer[:filled]
+                buffer = grown
+            buffer[filled:n] = values[filled:]
+            self._floats[name] = (buffer, n)
+        return buffer[:n]
+
+    def prepare_plots(self) -> None:
+        """Build every plot series' columns now: a background loader calls this so that the
+        screen's first plot of a long run walks no records."""
+        for name in SERIES:
+            try:
+                self.series(name, self.first_step, self.last_step, 1)
+            except (AttributeError, KeyError):  # a series this run's records do not have
+                pass
+
     def _array(self, name: str, a: int, b: int) -> np.ndarray:
         """Held steps a..b-1 of a column as floats. Percentages are computed from the block
         counts in bulk: a Python property call per step costs more than the rest of a plot."""
@@ -373,10 +421,10 @@ class Run:
 
         if name in ("gpu_pct", "cpu_pct"):
             prefix = name[:3]
-            used = np.asarray(self.column(prefix + "_used")[a:b], dtype=float)
-            total = np.asarray(self.column(prefix + "_total")[a:b], dtype=float)
+            used = self.floats(prefix + "_used")[a:b]
+            total = self.floats(prefix + "_total")[a:b]
             return np.divide(100.0 * used, total, out=np.zeros_like(used), where=total > 0)
-        return np.asarray(self.column(name)[a:b], dtype=float)
+        return self.floats(name)[a:b]
 
     def series(self, name: str, lo: int, hi: int, points: int) -> tuple[np.ndarray, np.ndarray]:
         """Steps lo..hi (inclusive) of one plot series, downsampled to at most `points` points.
@@ -403,10 +451,18 @@ class Run:
         nbins = -(-n // size)
         pad = nbins * size - n
         xs = np.arange(a, b, size, dtype=float) + first
-        if name.endswith("_tps"):
-            tokens = np.asarray(self.column("prompt_tokens" if name == "prompt_tps"
-                                            else "generated_tokens")[a:b], dtype=float)
-            secs = np.asarray(self.column(axis_of(self.header).step_field)[a:b], dtype=float)
+        if name == "recompute_pct":
+            again = self.floats("recomputed_tokens")[a:b]
+            computed = self.floats("batched_tokens")[a:b]
+            if pad:
+                again = np.concatenate([again, np.zeros(pad)])
+                computed = np.concatenate([computed, np.zeros(pad)])
+            t = again.reshape(nbins, size).sum(axis=1)
+            c = computed.reshape(nbins, size).sum(axis=1)
+            ys = np.divide(100.0 * t, c, out=np.zeros_like(t), where=c > 0)
+        elif name.endswith("_tps"):
+            tokens = self.floats(TPS_COLUMNS[name])[a:b]
+            secs = self.floats(axis_of(self.header).step_field)[a:b]
             if pad:
                 tokens = np.concatenate([tokens, np.zeros(pad)])
                 secs = np.concatenate([secs, np.zeros(pad)])

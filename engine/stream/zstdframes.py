@@ -50,6 +50,7 @@ class FrameWalk:
         # Text bytes from the start that only complete frames with a content checksum
         # produced: zstd has already proved them as written, so a CRC over them adds nothing.
         self.verified = 0
+        self.frame_starts: list[int] = []  # byte offset of each complete frame
 
 
 def decompress(data: bytes, *, lenient: bool = False, keep_damaged: bool = False,
@@ -94,6 +95,7 @@ def decompress(data: bytes, *, lenient: bool = False, keep_damaged: bool = False
                 if obj.eof:
                     pos += len(chunk) - len(obj.unused_data)
                     walk.frames += 1
+                    walk.frame_starts.append(frame_start)
                     chain = chain and checked
                     if chain:
                         walk.verified = total

@@ -21,10 +21,10 @@ from typing import Sequence
 
 import msgspec
 
-from engine.analysis.summary import Summary, SummaryBuilder
+from engine.analysis.summary import Summary, SummaryBuilder, V1Summary
 from engine.errors import ObservatoryError
 from engine.spec import RunSpec
-from engine.stream.records import Arrivals, Header, Record, StepRecord
+from engine.stream.records import STEP_TYPES, Arrivals, Header, Record
 
 _imported = False
 
@@ -43,6 +43,7 @@ class CellOutcome(msgspec.Struct, kw_only=True):
     status: str  # "ok" (finished, hit --max-steps, or vLLM aborted) or "failed"
     message: str | None = None  # the failure, one line
     summary: Summary | None = None
+    v1_summary: V1Summary | None = None  # a V1 engine's cell (its own summary: no swap space)
     latency: Latency | None = None
     engine_start_s: float | None = None  # building the LLMEngine (Session.prepare)
     import_s: float = 0.0  # importing vLLM: non-zero only for a worker's first cell
@@ -69,7 +70,7 @@ class LatencyTracker:
         self.sim_s = 0.0
 
     def add(self, item: Header | Record) -> None:
-        if isinstance(item, StepRecord):
+        if type(item) in STEP_TYPES:  # either engine kind's steps
             self.generated += item.generated_tokens
             self.sim_s = item.sim_s
             for rid in item.first_tokens:
@@ -87,7 +88,8 @@ class LatencyTracker:
         )
 
 
-def run_session(spec: RunSpec, record_path: str | None) -> tuple[Summary, Latency, float]:
+def run_session(spec: RunSpec, record_path: str | None
+                ) -> tuple[Summary | V1Summary, Latency, float]:
     """One headless run, as `observatory run` does it: (summary, latency, engine start seconds).
 
     Raises an ObservatoryError for settings vLLM rejects; the engine's own abort is part of the
@@ -150,7 +152,11 @@ def run_cell(spec_json: bytes, record: bool) -> bytes:
             handle, path = tempfile.mkstemp(prefix="observatory-cell-", suffix=".jsonl.zst")
             os.close(handle)
         summary, latency, engine_start_s = run_session(spec, path)
-        outcome.status, outcome.summary, outcome.latency = "ok", summary, latency
+        outcome.status, outcome.latency = "ok", latency
+        if isinstance(summary, V1Summary):
+            outcome.v1_summary = summary
+        else:
+            outcome.summary = summary
         outcome.engine_start_s = round(engine_start_s, 3)
         if path is not None:
             with open(path, "rb") as file:

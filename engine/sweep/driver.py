@@ -39,7 +39,9 @@ class Collector:
     def __init__(self, store: SweepDir, grid_keys: list[str], cells: list[Cell],
                  rows: dict[str, dict[str, Any]], progress: SweepProgress) -> None:
         self.store = store
-        self.columns = columns(grid_keys)
+        from engine.adapters.versions import installed_engine
+
+        self.columns = columns(grid_keys, installed_engine())  # cells run the installed vLLM
         self.cell_keys = {cell.key for cell in cells}
         self.rows = rows  # key -> row, existing rows included
         self.progress = progress

@@ -33,6 +33,29 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("prefill_blocked_steps", "withheld steps"),
     ("wall_seconds", "wall s"),
 )
+V1_TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("status", "status"),
+    ("end_reason", "end"),
+    ("finished_requests", "finished"),
+    ("preemptions", "preemptions"),
+    ("max_preemptions_per_request", "most of one req"),
+    ("recompute_tax", "recompute tax"),
+    ("throughput_tok_s", "gen tok/s (sim)"),
+    ("ttft_mean_s", "TTFT mean s"),
+    ("ttft_p99_s", "TTFT p99 s"),
+    ("admission_withheld_steps", "withheld steps"),
+    ("wall_seconds", "wall s"),
+)
+"""A sweep on vLLM's V1 engine: no swap space; its thrash is recompute."""
+
+
+def engine_of(rows: list[dict[str, Any]]) -> str:
+    """"v1" when the sweep's rows came from the V1 engine."""
+    return "v1" if any(row.get("engine") == "v1" for row in rows) else "v0"
+
+
+def table_columns(rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    return V1_TABLE_COLUMNS if engine_of(rows) == "v1" else TABLE_COLUMNS
 
 
 class Report(msgspec.Struct):
@@ -69,14 +92,15 @@ def _cell(value: Any) -> str:
 
 def _table_cells(report: Report) -> tuple[list[str], list[list[str]]]:
     keys = [a.key for a in report.spec.axes]
-    headers = [*keys, *(h for _, h in TABLE_COLUMNS)]
+    shown = table_columns(report.rows)
+    headers = [*keys, *(h for _, h in shown)]
     body = []
     for row in report.rows:
         cells = [_cell(row.get(k)) for k in keys]
         if row.get("status") == "failed":
             cells += ["failed", safe(row.get("message") or "")]
         else:
-            cells += [_cell(row.get(c)) for c, _ in TABLE_COLUMNS]
+            cells += [_cell(row.get(c)) for c, _ in shown]
         body.append(cells)
     return headers, body
 
@@ -145,7 +169,7 @@ def render_markdown(report: Report) -> str:
 
 
 def render(report: Report, fmt: str, color: bool | None = None) -> str:
-    all_columns = columns([a.key for a in report.spec.axes])
+    all_columns = columns([a.key for a in report.spec.axes], engine_of(report.rows))
     if fmt == "csv":
         return rows_to_csv(report.rows, all_columns)
     if fmt == "json":

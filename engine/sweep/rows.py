@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.analysis.summary import Summary
+from engine.analysis.summary import Summary, V1Summary
 from engine.sweep.cell import CellOutcome, Latency
 from engine.sweep.grid import Cell
 
@@ -26,11 +26,18 @@ TAIL_COLUMNS = ("engine_start_s", "import_s", "cell_s", "cpu_s", "attempts", "no
 VOLATILE_COLUMNS = frozenset({"wall_seconds", "engine_start_s", "import_s", "cell_s", "cpu_s",
                               "attempts", "node"})
 RESULT_COLUMNS = STATUS_COLUMNS + SUMMARY_COLUMNS + LATENCY_COLUMNS + TAIL_COLUMNS
+# A V1 engine's cells (vLLM 0.33: no swap space, recompute preemptions) add the V1 summary's own
+# fields, after the others; the V0 names they share are filled where V1 has them.
+V1_SUMMARY_COLUMNS = tuple(f for f in V1Summary.__struct_fields__
+                           if f not in Summary.__struct_fields__
+                           and f not in ("time_axis", "exec_seconds"))
 
 
-def columns(grid_keys: list[str]) -> list[str]:
-    """Every column of a sweep whose grid keys are `grid_keys`, in file order."""
-    return [*HEAD_COLUMNS, *grid_keys, *RESULT_COLUMNS]
+def columns(grid_keys: list[str], engine: str = "v0") -> list[str]:
+    """Every column of a sweep whose grid keys are `grid_keys`, in file order (a sweep on the
+    V1 engine has V1's summary columns too)."""
+    extra = V1_SUMMARY_COLUMNS if engine == "v1" else ()
+    return [*HEAD_COLUMNS, *grid_keys, *RESULT_COLUMNS, *extra]
 
 
 def make_row(cell: Cell, outcome: CellOutcome, recording: str | None) -> dict[str, Any]:
@@ -39,8 +46,9 @@ def make_row(cell: Cell, outcome: CellOutcome, recording: str | None) -> dict[st
     row.update(cell.params)
     row["status"] = outcome.status
     row["message"] = outcome.message
-    for name in SUMMARY_COLUMNS:
-        row[name] = getattr(outcome.summary, name) if outcome.summary is not None else None
+    summary = outcome.summary if outcome.summary is not None else outcome.v1_summary
+    for name in SUMMARY_COLUMNS:  # a V1 summary lacks V0's swap counts: None
+        row[name] = getattr(summary, name, None) if summary is not None else None
     for name in LATENCY_COLUMNS:
         row[name] = getattr(outcome.latency, name) if outcome.latency is not None else None
     row["engine_start_s"] = outcome.engine_start_s
@@ -50,6 +58,9 @@ def make_row(cell: Cell, outcome: CellOutcome, recording: str | None) -> dict[st
     row["attempts"] = outcome.attempts
     row["node"] = outcome.node
     row["recording"] = recording
+    if outcome.v1_summary is not None:
+        for name in V1_SUMMARY_COLUMNS:
+            row[name] = getattr(outcome.v1_summary, name)
     return row
 
 

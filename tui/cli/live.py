@@ -33,6 +33,10 @@ class Live(TUISubcommand):
         attach.add_argument("--token-file", metavar="FILE",
                             help="file holding the server's token (default: "
                                  "$OBSERVATORY_TOKEN)")
+        attach.add_argument("--engine", metavar="HOST/PID/INDEX",
+                            help="behind `observatory exec --serve`: the engine to watch "
+                                 "(default the newest; `observatory engines --connect` lists "
+                                 "them)")
 
     def cmd(self, args: argparse.Namespace) -> int:
         from tui.launch import live
@@ -40,8 +44,8 @@ class Live(TUISubcommand):
         need_terminal()
         overlay = {"reference": args.reference, "reference_offset": args.reference_offset}
         if args.connect:
-            return live(None, window=args.window, connect=(args.connect, read_token(args)),
-                        **overlay)
+            target = (args.connect, read_token(args)) + ((args.engine,) if args.engine else ())
+            return live(None, window=args.window, connect=target, **overlay)
         spec = spec_from_args(args)
         record = None if args.no_record else (args.record or "auto")
         return live(spec, record, window=args.window, **overlay)  # refuses --record - itself

@@ -52,6 +52,7 @@ class LiveScreen(RunScreen):
         Binding("r", "toggle_record", "record on/off"),
         Binding("a", "burst", "add burst"),
         Binding("R", "restart", "restart"),
+        Binding("e", "pick_engine", "engines behind an exec hub", show=False),
         Binding("plus,equals_sign", "window(2)", "window ×2", key_display="+"),
         Binding("minus", "window(0.5)", "window ÷2", key_display="-"),
         *NAVIGATION,
@@ -63,7 +64,7 @@ class LiveScreen(RunScreen):
 
     def __init__(self, spec: RunSpec | None, open_source: SourceFactory, window: int = 2000,
                  *, restartable: bool = True, title: str = "",
-                 reference: "Reference | None" = None) -> None:
+                 reference: "Reference | None" = None, hub=None) -> None:
         super().__init__(RunView(), source=None, following=True, title=title)
         self.reference = reference  # a real log drawn over every run of this screen
         self.view.reference = reference
@@ -71,6 +72,9 @@ class LiveScreen(RunScreen):
         self.window = max(MIN_WINDOW, min(MAX_WINDOW, window))
         self.restartable = restartable
         self._open_source = open_source
+        # `observatory exec --serve`'s hub: `.engines()` lists them, `.source(name)` opens one
+        # (tui.launch.HubEngines); None for a plain serve or a local engine
+        self.hub = hub
         self.engine_state: RunState | str = RunState.STARTING  # or "disconnected"
         self.stage = "starting the engine process"
         self.pending_policy: str | None = None
@@ -89,6 +93,10 @@ class LiveScreen(RunScreen):
     def _start(self) -> None:
         if self.spec is not None:
             self.view.planned_policy = self.spec.policy
+        if self.restartable:  # a local engine: it runs the installed vLLM
+            from engine.adapters.versions import installed_engine
+
+            self.view.planned_engine = installed_engine()
         self.source = self._open_source(self.spec) if self.spec is not None \
             else self._open_source(None)  # type: ignore[arg-type]
         self.stream_over = False
@@ -213,13 +221,12 @@ class LiveScreen(RunScreen):
 
     def action_cycle_policy(self) -> None:
         base = self.pending_policy or self.view.policy
-        header = self.view.header
-        kind = header.engine if header is not None else "v0"  # V1 cycles its own policies
+        kind = self.view.engine  # V1 cycles its own policies
         self._choose_policy(str(next_policy(parse_policy(base), kind)))
 
     def action_pick_policy(self) -> None:
         current = self.pending_policy or self.view.policy
-        self.app.push_screen(PolicyPicker(current),
+        self.app.push_screen(PolicyPicker(current, self.view.engine),
                              lambda picked: picked and self._choose_policy(picked))
 
     def _choose_policy(self, policy: str) -> None:
@@ -270,6 +277,48 @@ class LiveScreen(RunScreen):
 
         self.query_one(RunPanel).reset()
         self._start()
+        self.draw(plots=True)
+
+    def action_pick_engine(self) -> None:
+        if self.hub is None:
+            self.notify("e picks an engine behind `observatory exec --serve`; this screen "
+                        "watches one engine", timeout=4)
+            return
+        try:
+            engines = self.hub.engines()
+        except Exception as exc:  # noqa: BLE001  PeerError: not a hub, gone
+            self.notify(str(exc), title="cannot list engines", severity="error", timeout=6)
+            return
+        from tui.live.engine_picker import EnginePicker
+
+        header = self.view.header
+        current = (header.engine_config.get("attached", {}).get("name")
+                   if header is not None else None)
+        self.app.push_screen(EnginePicker(engines, current),
+                             lambda picked: picked and picked != current
+                             and self.switch_engine(picked))
+
+    def switch_engine(self, name: str) -> None:
+        """Watch engine `name` behind the hub instead: a new connection, a fresh view."""
+        if self.source is not None:
+            detach = getattr(self.source, "detach", None)
+            if detach is not None:
+                detach()  # its end must not end the new engine's stream
+            self.source.close()
+        self._open_source = self.hub.source(name)
+        self.title_text = name
+        self.spec = None
+        self.pending_policy = None
+        self.recording, self.recording_bytes, self.recording_saved = None, 0, False
+        self.view = RunView()
+        self.view.reference = self.reference
+        self.playhead = self._playhead_for(self.view, following=True, ended=False)
+        self._plotted = None
+        from tui.widgets.run_panel import RunPanel
+
+        self.query_one(RunPanel).reset()
+        self._start()
+        self.notify(f"watching {name}", timeout=3)
         self.draw(plots=True)
 
     def action_window(self, factor: float) -> None:

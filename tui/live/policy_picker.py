@@ -10,7 +10,19 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from engine.errors import ConfigError
-from engine.policy import DEFAULT_WATERMARK, parse_policy
+from engine.policy import DEFAULT_WATERMARK, V1_CYCLE, parse_policy
+
+V0_OPTIONS = (("off", "off        vLLM as released (the bug)"),
+              ("strict", "strict     no prefills while anything is swapped (PR #13539)"),
+              ("watermark", "watermark  no prefills while CPU KV ≥ level"),
+              ("reserve", "reserve    admit only what GPU + CPU can hold at worst (no abort)"))
+V1_OPTIONS = (("off", "off                  vLLM as configured (v1-thrash: #25538)"),
+              ("full-isl", "full-isl             vLLM's scheduler_reserve_full_isl, live"),
+              ("whole-context", "whole-context        whole context + prefills in flight fit"),
+              ("least-computed", "least-computed       preempt the least computed (PR #53723)"),
+              ("whole-context+least-computed", "whole-context+least-computed  both"))
+"""The V1 engine's policies (no swap space, no watermark level)."""
+assert {name for name, _ in V1_OPTIONS} >= set(V1_CYCLE)
 
 
 class PolicyPicker(ModalScreen[str | None]):
@@ -36,31 +48,31 @@ class PolicyPicker(ModalScreen[str | None]):
     """
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, current: str) -> None:
+    def __init__(self, current: str, engine: str = "v0") -> None:
         super().__init__()
         self._current = parse_policy(current)
+        self._options = V1_OPTIONS if engine == "v1" else V0_OPTIONS
+        self._engine = engine
 
     def compose(self) -> ComposeResult:
         level = self._current.watermark if self._current.name == "watermark" else DEFAULT_WATERMARK
         with Vertical():
             yield Label(f"policy now: [b]{self._current}[/b]")
-            yield OptionList(
-                Option("off        vLLM as released (the bug)", id="off"),
-                Option("strict     no prefills while anything is swapped (PR #13539)",
-                       id="strict"),
-                Option("watermark  no prefills while CPU KV ≥ level", id="watermark"),
-                Option("reserve    admit only what GPU + CPU can hold at worst (no abort)",
-                       id="reserve"),
-                id="picker-options")
-            yield Label("watermark level (0 < level ≤ 1) for watermark; enter here picks it:")
-            box = Input(value=f"{level:g}", id="picker-level")
-            box.cursor_blink = False  # stable snapshots
-            yield box
+            yield OptionList(*(Option(text, id=name) for name, text in self._options),
+                             id="picker-options")
+            if self._engine != "v1":
+                yield Label("watermark level (0 < level ≤ 1) for watermark; enter here picks "
+                            "it:")
+                box = Input(value=f"{level:g}", id="picker-level")
+                box.cursor_blink = False  # stable snapshots
+                yield box
             yield Label("", id="picker-error")
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
-        options.highlighted = ("off", "strict", "watermark", "reserve").index(self._current.name)
+        names = [name for name, _ in self._options]
+        current = str(self._current) if self._current.name != "watermark" else "watermark"
+        options.highlighted = names.index(current) if current in names else 0
         options.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

@@ -24,7 +24,7 @@ from textual.widgets import Static
 
 from engine.analysis.divergence import decision_diff, first_difference
 from engine.analysis.runway import late_fix
-from engine.stream.records import StepRecord
+from engine.stream.records import StepRecord, V1StepRecord
 from engine.timeaxis import axis_of
 from tui.playhead import Playhead
 from tui.replay.ab_timeline import Align, Timeline, TimelinePace
@@ -49,10 +49,22 @@ SMALL_HEIGHT = 32
 PLOTS = (("compare-cpu", "CPU KV %", "CPU%", "cpu_pct", (0.0, 100.0)),
          ("compare-swapped", "swapped groups", "swapped", "swapped", None),
          ("compare-running", "running groups", "running", "running", None))
+V1_PLOTS = (("compare-cpu", "GPU KV %", "GPU%", "gpu_pct", (0.0, 100.0)),
+            ("compare-swapped", "preemptions so far", "preempted", "preemptions_total", None),
+            ("compare-running", "running requests", "running", "running", None))
+"""Two V1 runs (no swap space, no groups): the GPU KV, the thrash (preemptions so far) and
+the requests running, on the same three panes."""
 
 
 def decisions_summary(s: StepRecord) -> str:
     """One step's decisions in a few words, for comparing two different steps."""
+    if type(s) is V1StepRecord:
+        parts = [f"{len(s.new)} new", f"{len(s.resumed)} resumed", f"{s.decode_reqs} decode"]
+        if s.preempted:
+            parts.append(f"{len(s.preempted)} preempted")
+        if s.withheld:
+            parts.append("held")
+        return " · ".join(parts)
     parts = [f"{len(s.prefills)} prefill", f"{s.decode_groups} decode"]
     if s.swapped_out:
         parts.append(f"{len(s.swapped_out)} out")
@@ -115,6 +127,7 @@ class CompareScreen(Screen):
         super().__init__()
         self.views = views
         self.names = names
+        self.plots = V1_PLOTS if views and all(v.engine == "v1" for v in views) else PLOTS
         self.timeline = Timeline(views, "step")
         self.playhead = Playhead(TimelinePace(self.timeline, STEPS_PER_S), 0,
                                  len(self.timeline) - 1)
@@ -133,7 +146,7 @@ class CompareScreen(Screen):
             yield StatusBar(id=f"status-{i}")
             yield AbortBanner(id=f"banner-{i}")
         with Horizontal(id="compare-plots"):
-            for plot_id, title, short, _, ylim in PLOTS:
+            for plot_id, title, short, _, ylim in self.plots:
                 yield RunPlot(title, short_title=short, ylim=ylim, integer=ylim is None,
                               id=plot_id)
         yield Static(id="ab-diff")
@@ -216,7 +229,8 @@ class CompareScreen(Screen):
             self.query_one(f"#status-{i}", StatusBar).show(view, self.status(i),
                                                            runway_at(view))
             self.query_one(f"#banner-{i}", AbortBanner).show(view.abort, view.abort_visible,
-                                                             late=self.late[i])
+                                                             late=self.late[i],
+                                                             engine=view.engine)
             self.query_one(f"#decisions-{i}", DecisionsTable).show_until(view, step)
         self.query_one("#ab-diff", Static).update(self.diff_text(steps))
         timeline = self.timeline
@@ -231,7 +245,7 @@ class CompareScreen(Screen):
                                        note=f"  aligned on {timeline.align}",
                                        position=position)
         key = (timeline.align, self.size)
-        for plot_id, _, _, series, _ in PLOTS:
+        for plot_id, _, _, series, _ in self.plots:
             plot = self.query_one(f"#{plot_id}", RunPlot)
             if force_plots or key != self._plotted:
                 plot.x_label = timeline.label

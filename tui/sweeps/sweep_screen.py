@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from engine.errors import ObservatoryError
-from engine.sweep.report import TABLE_COLUMNS, Report, load
+from engine.sweep.report import Report, load, table_columns
 from tui.replay.replay_screen import ReplayScreen
 
 
@@ -80,9 +80,10 @@ class SweepScreen(Screen):
         self.directory = Path(directory)
         self.report = report
         self.column_keys: list[str] = [a.key for a in report.spec.axes]
-        self.column_keys += [name for name, _ in TABLE_COLUMNS] + ["recording"]
+        shown = table_columns(report.rows)  # V1's own columns for a sweep on the V1 engine
+        self.column_keys += [name for name, _ in shown] + ["recording"]
         self.headers = [a.key for a in report.spec.axes]
-        self.headers += [header for _, header in TABLE_COLUMNS] + ["rec"]
+        self.headers += [header for _, header in shown] + ["rec"]
 
     def compose(self) -> ComposeResult:
         yield Static(id="sweep-title")

@@ -1,4 +1,5 @@
-"""The banner that says vLLM gave up: its message, the step, how full the swap space was, and,
+"""The banner that says vLLM gave up: its message, the step, how full the swap space was (V1,
+which has none: its queues and GPU KV), and,
 when a fix had been switched on before the abort, that it came too late (how many steps before
 the abort, and what the swap runway was at that moment).
 
@@ -53,17 +54,17 @@ class AbortBanner(Static):
     compact: reactive[bool] = reactive(False)
 
     def show(self, abort: EngineAborted | None, visible: bool, footer: str = "",
-             late: LateFix | None = None) -> None:
+             late: LateFix | None = None, engine: str = "v0") -> None:
         on = abort is not None and visible
-        key = (id(abort), on, footer, late, self.compact)
+        key = (id(abort), on, footer, late, self.compact, engine)
         if key == getattr(self, "_shown", None):
             return
         self._shown = key
-        self._args = (abort, visible, footer, late)
+        self._args = (abort, visible, footer, late, engine)
         self.set_class(on, "-visible")
         if not on or abort is None:
             return
-        self.update(self.describe(abort, footer, late, self.compact))
+        self.update(self.describe(abort, footer, late, self.compact, engine))
 
     def watch_compact(self) -> None:
         args = getattr(self, "_args", None)
@@ -77,14 +78,22 @@ class AbortBanner(Static):
 
     @staticmethod
     def describe(abort: EngineAborted, footer: str, late: LateFix | None,
-                 compact: bool) -> Text:
+                 compact: bool, engine: str = "v0") -> Text:
+        """The banner's text, in the vocabulary of the `engine` kind that aborted (V1 has no
+        swap space and no groups: its state is running, waiting and GPU KV)."""
         last = max(0, abort.step - 1)  # the aborting step did not complete
         message = safe(abort.message.split(". Please")[0].rstrip("."))  # from a file
+        v1 = engine == "v1"
+        if v1:
+            late = None  # the late fix is measured on V0's swap runway
         if compact:
             text = Text(no_wrap=True, overflow="ellipsis")
             text.append(f"✗ vLLM ABORTED after step {last:,}: {message}\n")
             if late is not None:
                 text.append(late_text(late, compact=True))
+            elif v1:
+                text.append(f"running {abort.running} · waiting {abort.waiting:,} · "
+                            f"GPU KV {abort.gpu_pct:.1f}%", "")
             else:
                 text.append(f"swapped {abort.swapped} · CPU KV {abort.cpu_pct:.1f}% · "
                             f"GPU KV {abort.gpu_pct:.1f}%", "")
@@ -92,10 +101,15 @@ class AbortBanner(Static):
         text = Text()
         text.append(f"✗ vLLM ABORTED after step {last:,} (step {abort.step:,} raised): "
                     f"{safe(abort.error)}: {safe(abort.message)}\n")
-        text.append(f"when it gave up: swapped {abort.swapped} groups · running "
-                    f"{abort.running} · waiting {abort.waiting:,} · CPU KV "
-                    f"{abort.cpu_used:,}/{abort.cpu_total:,} ({abort.cpu_pct:.1f}%) · "
-                    f"GPU KV {abort.gpu_pct:.1f}%", "not bold")
+        if v1:
+            text.append(f"when it gave up: running {abort.running} · waiting "
+                        f"{abort.waiting:,} · GPU KV {abort.gpu_used:,}/{abort.gpu_total:,} "
+                        f"({abort.gpu_pct:.1f}%)", "not bold")
+        else:
+            text.append(f"when it gave up: swapped {abort.swapped} groups · running "
+                        f"{abort.running} · waiting {abort.waiting:,} · CPU KV "
+                        f"{abort.cpu_used:,}/{abort.cpu_total:,} ({abort.cpu_pct:.1f}%) · "
+                        f"GPU KV {abort.gpu_pct:.1f}%", "not bold")
         if late is not None:
             text.append("\n" + late_text(late, compact=False))
         if footer:

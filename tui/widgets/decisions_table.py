@@ -10,6 +10,11 @@ Columns follow the width (layout_columns): a narrow table drops its least import
 and shrinks the rest, a wide one (200+ terminal columns) widens the id columns so whole id lists
 fit; an id list that does not fit ends in "+N", never in a cut id.
 
+A V1 run (Header.engine "v1") has its own columns (V1_COLUMNS): no swap space, its preemptions
+are recomputes, each id with its preemption count so far (`7×5`: request 7, preempted the
+fifth time). A request preempted REPEAT_PREEMPTIONS times or more stands out (the `repeat`
+role), so a thrash is visible row by row.
+
 Keys: up/down/pageup/pagedown move the highlight (older rows scroll in), enter or a click
 chooses a row (StepSelected), escape (on the screen) returns to following.
 """
@@ -28,9 +33,10 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from engine.safe_text import safe
-from engine.stream.records import StepRecord
+from engine.stream.records import StepRecord, V1StepRecord
 from tui.messages import StepSelected
 from tui.run_view import RunView
+from tui.widgets.status_bar import short_policy
 
 @dataclass(frozen=True)
 class Column:
@@ -54,19 +60,39 @@ COLUMNS: tuple[Column, ...] = (
     Column("tokens", "tok/budget", 11, 10, 3, short="tokens"),
     Column("policy", "policy", 9, 8, 7, grow=6),
 )
-ROLES = ("header", "out", "held", "mark", "odd-row", "cursor", "cursor-blurred")
+V1_COLUMNS: tuple[Column, ...] = (
+    Column("step", "step", 6, 6, 0),
+    Column("v1prefill", "prefill req:tokens", 15, 12, 6, grow=40, short="prefill"),
+    Column("v1decode", "dec", 5, 4, 5),
+    Column("preempted", "preempted id×n", 16, 10, 0, grow=30, short="preempted"),
+    Column("lost", "lost tok", 9, 6, 3, short="lost"),
+    Column("recomp_tok", "recomp", 7, 6, 2, short="rcmp"),
+    Column("prefix", "prefix", 7, 5, 1, short="pfx"),
+    Column("finished", "finished", 9, 9, 4, grow=30, short="fin"),
+    Column("tokens", "tok/budget", 11, 10, 7, short="tokens"),
+    Column("v1policy", "policy", 9, 7, 8, grow=20),
+)
+"""A V1 run's columns: prefill chunks (a resumed request marked ↻), decoding requests, the
+preempted ids with their counts, the computed tokens they lost, the tokens computed again and
+found in the prefix cache this step."""
+COLUMNS_BY_ENGINE: dict[str, tuple[Column, ...]] = {"v0": COLUMNS, "v1": V1_COLUMNS}
+REPEAT_PREEMPTIONS = 3
+"""A preemption count from which a request stands out in the table (#25538's loop: preempted
+again as soon as it is resumed)."""
+ROLES = ("header", "out", "held", "mark", "odd-row", "cursor", "cursor-blurred", "repeat")
 """What the table styles by role: each a `decisions-table--ROLE` component class."""
 CACHE_LIMIT = 4000
 
 
-def layout_columns(width: int) -> list[tuple[Column, int]]:
+def layout_columns(width: int, columns: tuple[Column, ...] = COLUMNS
+                   ) -> list[tuple[Column, int]]:
     """The columns that fit in `width` cells, in their order, with their widths.
 
     Narrow: the least important columns go first (drop order), the rest shrink towards their
     least width. Normal: every column at its width. Wide: id columns grow, so full id lists fit.
     """
-    shown = list(COLUMNS)
-    for column in sorted((c for c in COLUMNS if c.drop), key=lambda c: c.drop):
+    shown = list(columns)
+    for column in sorted((c for c in columns if c.drop), key=lambda c: c.drop):
         if sum(c.least for c in shown) <= width:
             break
         shown.remove(column)
@@ -122,11 +148,44 @@ def prefill_cell(prefills: list[tuple[str, int]], limit: int = 23) -> str:
 
 Cell = tuple[str, str | None]
 """A cell's text and the role it is styled by (None: plain)."""
+Parts = list[tuple[str, str | None]]
+"""A cell drawn in parts, each with its own role (the preempted ids, a repeated one marked)."""
 
 
-def cell(key: str, s: StepRecord, width: int) -> Cell:
+def preempted_parts(preempted: list[tuple[str, int, int]], limit: int) -> Parts:
+    """`id×n` for each preempted request, as many as fit in `limit` cells then "+N"; an id
+    preempted REPEAT_PREEMPTIONS times or more in the `repeat` role, the others in `out`."""
+    parts: Parts = []
+    used, n = 0, len(preempted)
+    for i, (rid, _, count) in enumerate(preempted):
+        part = f"{safe(rid)}×{count}"
+        sep = 1 if parts else 0
+        rest = n - i - 1
+        tail = len(f" +{rest}") if rest else 0  # room to say how many did not fit after it
+        if used + sep + len(part) + tail > limit:
+            more = f" +{n - i}" if parts else f"+{n - i}"
+            parts.append((more if used + len(more) <= limit else "", None))
+            break
+        if sep:
+            parts.append((",", None))
+            used += 1
+        parts.append((part, "repeat" if count >= REPEAT_PREEMPTIONS else "out"))
+        used += len(part)
+    return parts
+
+
+def v1_prefill_cell(s: V1StepRecord, limit: int) -> str:
+    """New and running chunks as `id:tokens`, a resumed request as `↻id:tokens`."""
+    resumed = {rid for rid, _ in s.resumed}
+    chunks = [(("↻" if rid in resumed else "") + rid, n) for rid, n in s.prefills]
+    return prefill_cell(chunks, limit)
+
+
+def cell(key: str, s: StepRecord, width: int) -> Cell | tuple[Parts, None]:
     """One cell of one row, fitted to `width` (separator included), with its role."""
     room = width - 1
+    if key in V1_KEYS:
+        return v1_cell(key, s, room)  # type: ignore[arg-type]
     if key == "step":
         return str(s.step), None
     if key == "prefill":
@@ -148,6 +207,29 @@ def cell(key: str, s: StepRecord, width: int) -> Cell:
     raise KeyError(key)
 
 
+V1_KEYS = {"v1prefill", "v1decode", "preempted", "lost", "recomp_tok", "prefix", "v1policy"}
+
+
+def v1_cell(key: str, s: V1StepRecord, room: int) -> Cell | tuple[Parts, None]:
+    if key == "v1prefill":
+        return v1_prefill_cell(s, room), None
+    if key == "v1decode":
+        return str(s.decode_reqs), None
+    if key == "preempted":
+        return preempted_parts(s.preempted, room), None
+    if key == "lost":
+        lost = s.lost_tokens
+        return (f"{lost:,}" if len(f"{lost:,}") <= room else str(lost)) if lost else "", None
+    if key == "recomp_tok":
+        return (str(s.recomputed_tokens) if s.recomputed_tokens else ""), None
+    if key == "prefix":
+        return (str(s.prefix_hit_tokens) if s.prefix_hit_tokens else ""), None
+    if key == "v1policy":  # "whole-context+least-computed" as "whole+least" where it is short
+        policy = s.policy if len(s.policy) <= room else short_policy(s.policy)
+        return ("⊘ held" if s.withheld else policy[:room], "held" if s.withheld else None)
+    raise KeyError(key)
+
+
 def row_cells(s: StepRecord, columns: list[tuple[Column, int]] | None = None
               ) -> list[Cell]:
     """The cells of one row, fitted to the columns, with an optional role each."""
@@ -159,6 +241,16 @@ def _segments(cells: list[Cell], widths: list[int],
               styles: dict[str, Style]) -> list[Segment]:
     segments = []
     for (text, role), width in zip(cells, widths):
+        if isinstance(text, list):  # parts, each in its role (already safe and fitted)
+            used = 0
+            for part, part_role in text:
+                part = part[:max(0, width - 1 - used)]
+                if part:
+                    segments.append(Segment(part, styles.get(part_role) if part_role
+                                            else None))
+                    used += len(part)
+            segments.append(Segment(" " * (width - used)))
+            continue
         segments.append(Segment(safe(text)[:width - 1].ljust(width),  # ids from a file
                                 styles.get(role) if role else None))
     return segments
@@ -184,6 +276,8 @@ class DecisionsTable(Widget, can_focus=True):
     DecisionsTable > .decisions-table--odd-row { background: $foreground 4%; }
     DecisionsTable > .decisions-table--cursor { text-style: reverse; }
     DecisionsTable > .decisions-table--cursor-blurred { background: $foreground 25%; }
+    DecisionsTable > .decisions-table--repeat { background: $error; color: $foreground;
+                                                text-style: bold; }
     """
     COMPONENT_CLASSES = {f"decisions-table--{role}" for role in ROLES}
     BINDINGS = [
@@ -208,6 +302,7 @@ class DecisionsTable(Widget, can_focus=True):
         self.columns: list[tuple[Column, int]] = []
         self._header = Strip([])
         self._styles: dict[str, Style] = {}  # role -> style under the app's theme (_restyle)
+        self.engine = "v0"  # the engine kind of the run shown: whose columns (V1_COLUMNS)
         self._layout(94)
 
     def on_mount(self) -> None:
@@ -239,7 +334,7 @@ class DecisionsTable(Widget, can_focus=True):
 
     def _layout(self, width: int) -> None:
         """Choose the columns for `width` cells; rows are re-rendered when they change."""
-        columns = layout_columns(max(1, width))
+        columns = layout_columns(max(1, width), COLUMNS_BY_ENGINE.get(self.engine, COLUMNS))
         if columns == self.columns:
             return
         self.columns, self._cache = columns, {}
@@ -259,6 +354,10 @@ class DecisionsTable(Widget, can_focus=True):
         if view is not self._view:
             self._view, self._cache = view, {}
             self.anchor = self.cursor_step = None
+        if view.engine != self.engine:  # a new run, or its header has just arrived
+            self.engine = view.engine
+            self.columns = []
+            self._layout(self.content_size.width or 94)
         if not view.steps:
             step = -1
         if step != self._top or view is not self._view:
@@ -307,9 +406,10 @@ class DecisionsTable(Widget, can_focus=True):
                 if number == self.marked:
                     cells[0] = (f"◆{cells[0][0]}", "mark")
                 segments = _segments(cells, self._widths, self._styles)
-            if number % 2:  # zebra stripes, styled once here rather than on every render
+            if number % 2:  # zebra stripes, styled once here rather than on every render;
+                # under the cells' own styles, so a highlighted cell keeps its background
                 segments = list(Segment.apply_style(segments,
-                                                    post_style=self._styles.get("odd-row")))
+                                                    style=self._styles.get("odd-row")))
             if len(self._cache) > CACHE_LIMIT:
                 self._cache.clear()
             self._cache[number] = segments

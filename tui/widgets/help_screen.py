@@ -35,6 +35,22 @@ POLICIES = [
                 " per sequence) still fits GPU + CPU: cannot abort; runs fewer groups at once "
                 "(committed line and status: how much is promised)"),
 ]
+V1_POLICIES = [
+    ("off", "vLLM as configured (v1-thrash: its scheduler_reserve_full_isl off, #25538): a "
+            "preempted request is resumed as soon as its next chunk fits, and preempted again"),
+    ("full-isl", "vLLM's own scheduler_reserve_full_isl (PR #37307), switched live: admit or "
+                 "resume a request only when blocks for its whole context are free"),
+    ("whole-context", "the same, beside what the prefills in flight still need: stops the "
+                      "thrash with several prefills in flight too"),
+    ("least-computed", "the victim is the request that has computed the fewest tokens (PR "
+                       "#53723), not the last admitted; combines with an admission rule (+)"),
+]
+V1_TABLE = [
+    ("7×5", "preempted: request 7, its 5th preemption (3 or more stands out: the thrash)"),
+    ("↻7:512", "request 7 resumed after a preemption, 512 tokens scheduled"),
+    ("lost / recomp", "computed tokens the preemptions threw away / tokens computed again"),
+    ("tax", "status: recomputed tokens over all tokens computed, so far"),
+]
 MOUSE = [
     ("click plot", "replay: seek to the step under the mouse"),
     ("click row", "show that step in the detail pane (replay: seek there)"),
@@ -62,6 +78,14 @@ def widget_sections(screen: Screen | None) -> list[tuple[str, list[tuple[str, st
         return []
     return [("decisions table (click it or press Tab to focus it)",
              describe_bindings(list(DecisionsTable.BINDINGS)))]
+
+
+def engine_of(screen: Screen | None) -> str:
+    """The engine kind of the run the screen shows ("v0" when it shows none, or several)."""
+    view = getattr(screen, "view", None)
+    views = getattr(screen, "views", None) or ([view] if view is not None else [])
+    kinds = {getattr(v, "engine", "v0") for v in views}
+    return kinds.pop() if len(kinds) == 1 else "v0"
 
 
 def recording_lines(screen: Screen | None) -> list[str]:
@@ -128,8 +152,12 @@ class HelpScreen(ModalScreen[None]):
             self.help_text(self._below, component_roles(self, "help-screen")))
 
     def help_text(self, below: Screen | None, roles: Roles = unstyled) -> Text:
-        sections = [(self._title, self._rows), *widget_sections(below),
-                    ("policies (f cycles, F picks): what each guarantees", POLICIES),
+        if engine_of(below) == "v1":  # V1's policies and words (no swap space)
+            policies = [("policies on vLLM's V1 engine (f cycles): what each does",
+                         V1_POLICIES), ("V1's words in the table and status", V1_TABLE)]
+        else:
+            policies = [("policies (f cycles, F picks): what each guarantees", POLICIES)]
+        sections = [(self._title, self._rows), *widget_sections(below), *policies,
                     ("mouse", MOUSE), ("plot marks", MARKS)]
         width = max((len(k) for _, rows in sections for k, _ in rows), default=4) + 2
         text = Text()

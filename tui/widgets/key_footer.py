@@ -6,6 +6,10 @@ and `q quit` are docked right (as the command palette key is in Textual's own fo
 footer turns compact below COMPACT_WIDTH columns, and the other keys are shown in the order the
 screen binds them (its priority order) for as long as each fits whole; the first that does not
 fit, and everything after it, is left out (all of them are in `?`).
+
+Textual's Footer rebuilds its keys whenever a screen's bindings may have changed, closing a
+modal included (the `g` prompt): some fifty widgets mounted and styled again, the largest part
+of a `g N` jump. KeyFooter rebuilds only when what it would show differs.
 """
 
 from __future__ import annotations
@@ -51,7 +55,24 @@ class KeyFooter(Footer):
     }
     """
 
+    _composed: tuple | None = None  # what the keys were built from (`_shown_from`)
+
+    def _shown_from(self) -> tuple:
+        """What the keys depend on: the width and the screen's shown bindings."""
+        bindings = tuple((binding.key, binding.action, binding.description, enabled)
+                         for (_, binding, enabled, _) in self.screen.active_bindings.values()
+                         if binding.show)
+        return (self.size.width or self.app.size.width, bindings)
+
+    def bindings_changed(self, screen) -> None:
+        if (self._bindings_ready and self.is_attached and screen is self.screen
+                and self._composed is not None and self._shown_from() == self._composed):
+            return  # the same keys: nothing to rebuild
+        super().bindings_changed(screen)
+
     def compose(self) -> ComposeResult:
+        if self._bindings_ready:
+            self._composed = self._shown_from()
         pinned: list[FooterKey] = []
         keys: list[FooterKey] = []
         others: list[Widget] = []

@@ -53,7 +53,9 @@ class Series:
     real: bool = False  # also drawn from an overlaid real log (--reference), as dots
 
 
-PLOTS: tuple[tuple[str, str, str, tuple[float, float] | None, bool, tuple[Series, ...]], ...] = (
+Plot = tuple[str, str, str, tuple[float, float] | None, bool, tuple[Series, ...]]
+
+PLOTS: tuple[Plot, ...] = (
     ("plot-kv", "KV cache %", "KV%", (0.0, 100.0), False, (
         Series("gpu_pct", "GPU", theme.GPU_KV, real=True),
         Series("cpu_pct", "CPU", theme.CPU_KV, real=True),
@@ -74,6 +76,51 @@ PLOTS: tuple[tuple[str, str, str, tuple[float, float] | None, bool, tuple[Series
 """Every plot of the panel and its series, in one place: (id, title, short title, fixed y
 range, whole-number ticks, series). A new line is one Series here."""
 
+V1_PLOTS: tuple[Plot, ...] = (
+    # V1 has no swap space: the CPU line is its offloading tier (a cache, not a queue of
+    # victims), drawn only when the run recorded one
+    ("plot-kv", "KV cache %", "KV%", (0.0, 100.0), False, (
+        Series("gpu_pct", "GPU", theme.GPU_KV, real=True),  # a V1 log's KV cache usage
+        Series("cpu_pct", "CPU tier", theme.CPU_TIER, "CPU"),  # V1StepRecord.cpu_chunks
+        # the recompute tax of the tokens computed in each point's steps, in %: the thrash
+        # while it lasts, 0 once a fix has stopped it
+        Series("recompute_pct", "recompute %", theme.RECOMPUTED, "recomp"))),
+    ("plot-queues", "requests", "reqs", None, True, (
+        Series("running", "running", theme.RUNNING, "run", real=True),
+        # preemptions by recompute this step: the thrash, on the left axis with running
+        Series("n_recomputed", "preempted", theme.PREEMPTED, "pre"),
+        Series("waiting", "waiting", theme.WAITING, "wait", "right", real=True))),
+    ("plot-tokens", "tokens/sim s", "tok/s", None, False, (
+        Series("gen_tps", "generated", theme.GENERATED, "gen"),
+        Series("prompt_tps", "prompt", theme.PROMPT, "prompt"),
+        # the part of the computed tokens that a preemption had thrown away
+        Series("recomputed_tps", "recomputed", theme.RECOMPUTED, "recomp"))),
+)
+"""V1's plots (Header.engine "v1"): the same panes, in V1's vocabulary."""
+
+PLOTS_BY_ENGINE: dict[str, tuple[Plot, ...]] = {"v0": PLOTS, "v1": V1_PLOTS}
+
+
+def plots_for(view: RunView) -> tuple[Plot, ...]:
+    """The plots in the vocabulary of the engine kind that made the run (V0 by default)."""
+    return PLOTS_BY_ENGINE.get(view.engine, PLOTS)
+
+
+def recorded(view: RunView, series: str) -> bool:
+    """Whether the run's steps carry what `series` draws: the committed demand (recordings
+    made before it do not), a V1 CPU tier (runs without one)."""
+    if series == "committed_pct":
+        return committed_recorded(view)
+    if series == "cpu_pct" and view.engine == "v1":
+        return cpu_tier_recorded(view)
+    return True
+
+
+def cpu_tier_recorded(view: RunView) -> bool:
+    """Whether a V1 run's steps carry a CPU tier (vLLM's offloading connector was on)."""
+    s = view.current
+    return s is not None and bool(getattr(s, "cpu_chunks_total", 0))
+
 
 def committed_recorded(view: RunView) -> bool:
     """Whether the run's steps carry the committed demand (recordings made before it do not)."""
@@ -93,7 +140,7 @@ def runway_at(view: RunView, step: int | None = None) -> Runway | None:
     """The swap-runway forecast after `step` (default: the step the screen shows), measured
     under the policy in force there."""
     step = view.current_step if step is None else step
-    if not view.steps:
+    if not view.steps or view.engine == "v1":  # V1 has no swap space (its CPU tier is a cache)
         return None
     change = latest_change(view.policy_changes, step)
     return forecast(view.steps, step - view.first_step + 1,
@@ -145,7 +192,7 @@ class RunPanel(Vertical):
         yield StatusBar(id="status")
         yield AbortBanner(id="abort-banner")
         with Horizontal(id="plots"):
-            for plot_id, title, short, ylim, integer, _ in PLOTS:
+            for plot_id, title, short, ylim, integer, _ in PLOTS:  # retitled per engine
                 yield RunPlot(title, short_title=short, ylim=ylim, integer=integer, id=plot_id)
         with Horizontal(id="lower"):
             yield DecisionsTable(id="decisions")
@@ -191,7 +238,8 @@ class RunPanel(Vertical):
         runway = runway_at(view)
         self.query_one(StatusBar).show(view, status, runway)
         self.query_one(AbortBanner).show(view.abort, view.abort_visible, banner_footer,
-                                         self.late_fix(view) if view.abort_visible else None)
+                                         self.late_fix(view) if view.abort_visible else None,
+                                         view.engine)
         self.query_one(DecisionsTable).show_until(view, step)
         shown = view.get(self.pinned) if self.pinned is not None else view.current
         self.query_one(StepDetail).show(shown, pinned=self.pinned is not None,
@@ -210,17 +258,20 @@ class RunPanel(Vertical):
         self.query_one("#plot-tokens", RunPlot).title = \
             f"tokens/{axis_of(view.header).unit}"  # per second of the run's axis
         ref = view.reference
-        for plot_id, _, _, _, _, series in PLOTS:
+        for plot_id, title, short, _, _, series in plots_for(view):
             plot = self.query_one(f"#{plot_id}", RunPlot)
+            if plot_id != "plot-tokens":
+                plot.title, plot.short_title = title, short
             lines = []
             for s in series:
-                if s.name == "committed_pct" and not committed_recorded(view):
+                if not recorded(view, s.name):
                     continue
                 xs, ys = view.series(s.name, lo, hi, plot.points)
                 lines.append(Line(s.label, xs, ys, s.color, s.axis, s.short))
             if ref is not None:  # the overlaid real log: dots, not lines, "real" in the legend
                 for s in series:
-                    if s.real:
+                    # a V1 log has no swap queue but a `Waiting:` one, drawn in its place
+                    if (s.real or (ref.v1 and s.name == "waiting")) and ref.has(s.name):
                         xs, ys = ref.series(s.name, view.column("sim_s"), view.first_step,
                                             lo, hi)
                         label = s.short or s.label

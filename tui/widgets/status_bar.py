@@ -20,6 +20,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from engine.analysis.runway import Runway
+from engine.analysis.stall import Stall, admission_stall, stall_text
 from engine.run_state import RunState
 from engine.safe_text import safe
 from engine.stream.records import StepRecord
@@ -28,7 +29,10 @@ from tui.run_view import RunView
 from tui.widgets.theme import Roles, component_roles, unstyled
 
 POLICY_ROLES = {"off": "policy-off", "strict": "policy-strict", "watermark": "policy-watermark",
-                "reserve": "policy-reserve"}
+                "reserve": "policy-reserve",
+                # V1's: its admission rules as V0's guarantees look, the victim choice apart
+                "whole-context": "policy-strict", "full-isl": "policy-reserve",
+                "least-computed": "policy-watermark"}
 STATE_ROLES = {"running": "running", "paused": "paused", "stopping": "paused",
                "aborted": "aborted", "failed": "aborted", "disconnected": "aborted",
                "finished": "over", "stopped": "over", "replay": "over", "starting": "starting"}
@@ -51,6 +55,7 @@ class KeyNumber:
     labels: tuple[str, str, str, str]
     value: Callable[[StepRecord, int], str]
     hot: Callable[[StepRecord], bool] = lambda s: False
+    shown: Callable[[StepRecord], bool] = lambda s: True  # False: the run has no such thing
 
 
 KEY_NUMBERS: dict[str, tuple[KeyNumber, ...]] = {
@@ -66,6 +71,9 @@ KEY_NUMBERS: dict[str, tuple[KeyNumber, ...]] = {
     "v1": (KeyNumber(("running", "running", "run", "run"), _count("running")),
            KeyNumber(("waiting", "waiting", "wait", "wt"), _count("waiting")),
            KeyNumber(("GPU KV", "GPU", "GPU", "GPU"), _percent("gpu_pct")),
+           # vLLM's CPU offloading tier, when the run has one (a cache: never hot)
+           KeyNumber(("CPU tier", "CPU", "CPU", "CPU"), _percent("cpu_pct"),
+                     shown=lambda s: bool(s.cpu_chunks_total)),
            KeyNumber(("preempted", "preempted", "pre", "pre"), _count("preemptions_total"),
                      lambda s: bool(s.preempted)),
            KeyNumber(("recompute tax", "tax", "tax", "tax"),
@@ -79,12 +87,14 @@ LEVELS = 5  # line 1's verbosity levels, 0 (words) to 4 (abbreviations, no recor
 
 
 def policy_role(policy: str) -> str:
-    return POLICY_ROLES.get(policy.partition(":")[0], "policy")
+    return POLICY_ROLES.get(policy.partition(":")[0].partition("+")[0], "policy")
 
 
 def short_policy(policy: str) -> str:
-    """"watermark:0.5" is "wm:0.5" where every column counts."""
-    return policy.replace("watermark", "wm")
+    """"watermark:0.5" is "wm:0.5" where every column counts (V1's: "whole-context+least-computed"
+    is "whole+least")."""
+    return (policy.replace("watermark", "wm").replace("whole-context", "whole")
+            .replace("least-computed", "least"))
 
 
 def human_bytes(n: int, compact: bool = False) -> str:
@@ -347,6 +357,8 @@ def key_numbers(view: RunView, status: Status, level: int, roles: Roles = unstyl
         text.append(f"{sep}step {number}" if level < 3 else f" #{number}")
         kind = view.header.engine if view.header is not None else "v0"
         for key in KEY_NUMBERS.get(kind, KEY_NUMBERS["v0"]):
+            if not key.shown(s):
+                continue
             text.append(f"{sep}{key.labels[level]} ")
             text.append(key.value(s, level), roles("hot") if key.hot(s) else "")
     if status.source is None:
@@ -382,6 +394,23 @@ def committed_text(s: StepRecord, policy: str) -> list[tuple[str, str]]:
              style), (f"commit {pct:.0f}%", style)]
 
 
+def v1_totals_text(s) -> list[tuple[str, str]]:
+    """A V1 run's recompute so far, the numbers behind the tax (verbose and short)."""
+    style = "hot" if s.recompute_tax >= 0.5 else ""
+    return [(f"recomputed {s.recomputed_total:,} of {s.computed_total:,} tokens computed",
+             style), (f"recomp {human_count(s.recomputed_total)}/"
+                      f"{human_count(s.computed_total)} tok", style)]
+
+
+def human_count(n: int) -> str:
+    """12,345 as "12k", 1,234,567 as "1.2M": a count where columns are short."""
+    for limit, suffix in ((1e6, "M"), (1e3, "k")):
+        if n >= limit:
+            scaled = n / limit
+            return f"{scaled:.1f}{suffix}" if scaled < 10 else f"{scaled:.0f}{suffix}"
+    return str(n)
+
+
 def second_line(view: RunView, status: Status, runway: Runway | None, width: int,
                 roles: Roles = unstyled) -> Text:
     """Everything else, most important first to be kept: pieces that do not fit are left out."""
@@ -396,6 +425,12 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
         committed = committed_text(s, view.policy)
         if committed:
             pieces.append((0, 0.5, committed))
+        if view.engine == "v1":
+            stall = admission_stall(view.steps, view.current_step - view.first_step)
+            if stall is not None:
+                pieces.append((0, 0.25, [(stall_text(stall, compact=False), "warn"),
+                                         (stall_text(stall, compact=True), "warn")]))
+            pieces.append((2.5, 2.5, v1_totals_text(s)))
     if status.hint:
         pieces.append((1, 1, [(status.hint, "hint")]))
     if status.restart_policy is not None and status.state in (RunState.ABORTED,

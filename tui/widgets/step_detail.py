@@ -1,4 +1,5 @@
-"""One step in full: every field of its StepRecord, with request ids spelled out.
+"""One step in full: every field of its StepRecord, with request ids spelled out (a V1 step in
+V1's words: new, resumed and running requests, the preempted with what they lost).
 
 It follows the step the screen shows unless a table row was chosen, which pins it there.
 """
@@ -9,7 +10,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from engine.safe_text import safe
-from engine.stream.records import StepRecord
+from engine.stream.records import StepRecord, V1StepRecord
 from engine.timeaxis import SIM, TimeAxis
 from tui.widgets.theme import Roles, component_roles, unstyled
 
@@ -34,8 +35,11 @@ class StepDetail(Static):
     StepDetail > .step-detail--out { color: $text-error; text-style: bold; }
     StepDetail > .step-detail--ignored { color: $text-warning; }
     StepDetail > .step-detail--held { color: $text-warning; text-style: bold; }
+    StepDetail > .step-detail--repeat { background: $error; color: $foreground;
+                                        text-style: bold; }
     """
-    COMPONENT_CLASSES = {"step-detail--out", "step-detail--ignored", "step-detail--held"}
+    COMPONENT_CLASSES = {"step-detail--out", "step-detail--ignored", "step-detail--held",
+                         "step-detail--repeat"}
 
     def on_mount(self) -> None:
         self.border_title = "step detail"
@@ -69,31 +73,106 @@ class StepDetail(Static):
     def describe(s: StepRecord, show_wall: bool = True, axis: TimeAxis = SIM,
                  roles: Roles = unstyled) -> Text:
         t = Text()
-        if axis is SIM:
-            t.append(f"policy {safe(s.policy)}   sim {s.sim_s:,.3f} s (+{s.sim_step_s * 1000:.1f} ms)")
-            if show_wall:
-                t.append(f"   wall {s.wall_s:,.2f} s")
-        else:  # measured: the wall clock is the axis; the cost model's guess is for comparison
-            t.append(f"policy {safe(s.policy)}   {axis.short} {axis.clock(s):,.3f} s  exec "
-                     f"{s.exec_s * 1000:.2f} ms (model {s.sim_step_s * 1000:.1f} ms)")
-        t.append(f"\nqueues   running {s.running} ({s.running_seqs} seqs)  swapped {s.swapped}"
-                 f"  waiting {s.waiting}")
-        t.append(f"\nKV       GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
-                 f"CPU {s.cpu_used}/{s.cpu_total} ({s.cpu_pct:.1f}%)")
-        t.append(f"\ntokens   {s.batched_tokens}/{s.token_budget} batched  prompt "
-                 f"{s.prompt_tokens}  generated {s.generated_tokens}")
-        chunks = " ".join(f"{safe(rid)}:{n}" for rid, n in s.prefills) or "—"
-        t.append(f"\nprefill  {chunks}")
-        t.append(f"\ndecode   {s.decode_groups} groups / {s.decode_seqs} seqs")
-        t.append("\nswap out ")
-        t.append(_ids(s.swapped_out), roles("out") if s.swapped_out else "")
-        t.append(f"\nswap in  {_ids(s.swapped_in)}")
-        t.append(f"\nrecomp   {_ids(s.recomputed)}")
-        t.append(f"\nfinished {_ids(s.finished)}")
-        t.append(f"\nfirst tk {_ids(s.first_tokens)}")
-        if s.ignored:
-            t.append(f"\nignored  {_ids(s.ignored)}", roles("ignored"))
-        if s.withheld:
-            t.append(f"\nthe policy withheld new prefills ({s.held_back} waiting held back)",
-                     roles("held"))
+        _clock_line(t, s, show_wall, axis)
+        if type(s) is V1StepRecord:
+            _describe_v1(t, s, roles)
+            return t
+        _describe_v0(t, s, roles)
         return t
+
+
+def _clock_line(t: Text, s: StepRecord, show_wall: bool, axis: TimeAxis) -> None:
+    if axis is SIM:
+        t.append(f"policy {safe(s.policy)}   sim {s.sim_s:,.3f} s (+{s.sim_step_s * 1000:.1f} ms)")
+        if show_wall:
+            t.append(f"   wall {s.wall_s:,.2f} s")
+    else:  # measured: the wall clock is the axis; the cost model's guess is for comparison
+        t.append(f"policy {safe(s.policy)}   {axis.short} {axis.clock(s):,.3f} s  exec "
+                 f"{s.exec_s * 1000:.2f} ms (model {s.sim_step_s * 1000:.1f} ms)")
+
+
+def _describe_v0(t: Text, s: StepRecord, roles: Roles) -> None:
+    t.append(f"\nqueues   running {s.running} ({s.running_seqs} seqs)  swapped {s.swapped}"
+             f"  waiting {s.waiting}")
+    t.append(f"\nKV       GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
+             f"CPU {s.cpu_used}/{s.cpu_total} ({s.cpu_pct:.1f}%)")
+    t.append(f"\ntokens   {s.batched_tokens}/{s.token_budget} batched  prompt "
+             f"{s.prompt_tokens}  generated {s.generated_tokens}")
+    chunks = " ".join(f"{safe(rid)}:{n}" for rid, n in s.prefills) or "—"
+    t.append(f"\nprefill  {chunks}")
+    t.append(f"\ndecode   {s.decode_groups} groups / {s.decode_seqs} seqs")
+    t.append("\nswap out ")
+    t.append(_ids(s.swapped_out), roles("out") if s.swapped_out else "")
+    t.append(f"\nswap in  {_ids(s.swapped_in)}")
+    t.append(f"\nrecomp   {_ids(s.recomputed)}")
+    t.append(f"\nfinished {_ids(s.finished)}")
+    t.append(f"\nfirst tk {_ids(s.first_tokens)}")
+    if s.ignored:
+        t.append(f"\nignored  {_ids(s.ignored)}", roles("ignored"))
+    if s.withheld:
+        t.append(f"\nthe policy withheld new prefills ({s.held_back} waiting held back)",
+                 roles("held"))
+
+
+def _chunks(pairs: list[tuple[str, int]], limit: int = 12) -> str:
+    if not pairs:
+        return "—"
+    shown = " ".join(f"{safe(rid)}:{n}" for rid, n in pairs[:limit])
+    return shown if len(pairs) <= limit else f"{shown} … (+{len(pairs) - limit})"
+
+
+def _describe_v1(t: Text, s: V1StepRecord, roles: Roles) -> None:
+    """V1's step: no swap space, no groups; preemption is recompute."""
+    from tui.widgets.decisions_table import REPEAT_PREEMPTIONS
+    from tui.widgets.status_bar import human_count
+
+    t.append(f"\nqueues   running {s.running}  waiting {s.waiting}  finished {s.finished_total}"
+             f" so far")
+    t.append(f"\nKV       GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
+             f"{s.kv_tokens:,} tokens held")
+    tier = cpu_tier_line(s)
+    if tier:
+        t.append(f"\nCPU tier {tier}")
+    t.append(f"\ntokens   {s.batched_tokens}/{s.token_budget} batched  prompt "
+             f"{s.prompt_tokens}  generated {s.generated_tokens}")
+    t.append(f"\nagain    {s.recomputed_tokens} recomputed  {s.prefix_hit_tokens} from the "
+             f"prefix cache" + (f" ({s.cpu_hit_tokens} from CPU)" if tier else ""))
+    t.append(f"\nnew      {_chunks(s.new)}")
+    t.append(f"\nresumed  {_chunks(s.resumed)}")
+    chunks = [(rid, n) for rid, n in s.scheduled if n > 1]
+    t.append(f"\nrunning  {s.decode_reqs} decoding" + (f", chunks {_chunks(chunks)}"
+                                                       if chunks else ""))
+    t.append("\npreempted ")
+    if not s.preempted:
+        t.append("—")
+    for i, (rid, lost, count) in enumerate(s.preempted[:12]):
+        if i:
+            t.append(", ")
+        t.append(f"{safe(rid)}", roles("out"))
+        t.append(" (lost ")
+        t.append(f"{lost:,} tok, ")
+        t.append(f"×{count}", roles("repeat") if count >= REPEAT_PREEMPTIONS else "")
+        t.append(")")
+    if len(s.preempted) > 12:
+        t.append(f" … (+{len(s.preempted) - 12})")
+    t.append(f"\ndone     finished {_ids(s.finished, 12)} · first token "
+             f"{_ids(s.first_tokens, 12)}")
+    t.append(f"\nso far   {s.preemptions_total:,} preemptions · tax {s.recompute_tax:.2f} "
+             f"({human_count(s.recomputed_total)} of {human_count(s.computed_total)} tokens)")
+    if s.withheld:
+        t.append(f"\nthe policy withheld an admission ({s.held_back} waiting)", roles("held"))
+
+
+def cpu_tier_line(s: V1StepRecord) -> str:
+    """The CPU offloading tier's numbers for one step ("" when the run has none): chunks
+    resident, the step's loads and stores (jobs and bytes), evictions and hit tokens."""
+    if not s.cpu_chunks_total:
+        return ""
+    from tui.widgets.status_bar import human_bytes
+
+    def size(n: int) -> str:
+        return human_bytes(n, compact=True).replace(" ", "")
+
+    return (f"{s.cpu_chunks}/{s.cpu_chunks_total} ({s.cpu_pct:.0f}%)  load {s.cpu_loads} "
+            f"({size(s.cpu_load_bytes)})  store {s.cpu_stores} ({size(s.cpu_store_bytes)})  "
+            f"evicted {s.cpu_evictions}")

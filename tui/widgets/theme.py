@@ -27,6 +27,10 @@ WAITING: Variable = "primary"
 GENERATED: Variable = "primary"
 PROMPT: Variable = "success"
 COMMITTED: Variable = "warning"  # the committed demand against GPU + CPU (KV plot, right axis)
+# V1 (no swap space): its thrash is recompute, drawn in swap's colour; its CPU tier is a cache
+PREEMPTED: Variable = "error"
+RECOMPUTED: Variable = "error"
+CPU_TIER: Variable = "warning"
 POLICY_MARKER: Variable = "accent"
 ABORT_MARKER: Variable = "error"
 CURSOR: Variable = "foreground"

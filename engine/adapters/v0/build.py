@@ -83,7 +83,11 @@ def _summarize_config(config: Any) -> dict[str, Any]:
         for key, value in vars(part).items():
             if key.startswith("_") or key in ("hf_config", "hf_text_config"):
                 continue
-            if isinstance(value, (int, float, str, bool)) or value is None:
+            if isinstance(value, str) and type(value) is not str:
+                # a str subclass (0.33's model revision, huggingface_hub's ResolvedRevision)
+                # that msgspec will not encode: its text
+                fields[key] = str.__str__(value)
+            elif isinstance(value, (int, float, str, bool)) or value is None:
                 fields[key] = value
             else:
                 fields[key] = str(value)

@@ -14,12 +14,14 @@ the usable blocks (one fewer), as vLLM's own KV usage does.
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 from typing import Any
 
 from engine import logs
 from engine.adapters.v0.build import _summarize_config, cuda_available, sim_model_dir
 from engine.adapters.v1 import family_v033 as fam
+from engine.adapters.v1 import tier_v033 as tier
 from engine.errors import ConfigError
 from engine.spec import RunSpec
 
@@ -71,6 +73,7 @@ def engine_args(spec: RunSpec) -> Any:
         long_prefill_token_threshold=spec.long_prefill_token_threshold,
         disable_log_stats=False,
         **fam.engine_kwargs(spec),
+        **tier.engine_kwargs(spec),
     )
     if spec.backend == "sim":
         model = sim_model_dir(spec.model_name)
@@ -112,3 +115,119 @@ def build_engine(spec: RunSpec) -> BuiltV1Engine:
         max_model_len=config.model_config.max_model_len,
         engine_config=_summarize_config(config),
     )
+
+
+def _given_args(args: Any) -> dict[str, Any]:
+    """The dry run's engine arguments as a run passes them to vLLM (unresolved: vLLM could not
+    build its config here), under the names the resolved form uses."""
+    transfer = getattr(args, "kv_transfer_config", None)
+    return {
+        "enable_chunked_prefill": args.enable_chunked_prefill,
+        "max_num_batched_tokens": args.max_num_batched_tokens,
+        "max_num_seqs": args.max_num_seqs,
+        "long_prefill_token_threshold": args.long_prefill_token_threshold,
+        "scheduler_reserve_full_isl": args.scheduler_reserve_full_isl,
+        "block_size": args.block_size,
+        "enable_prefix_caching": args.enable_prefix_caching,
+        "num_gpu_blocks_override": args.num_gpu_blocks_override,
+        "kv_offloading_size_gib": args.kv_offloading_size,
+        "kv_connector": getattr(transfer, "kv_connector", None) if transfer else None,
+        "device": "cuda",
+        "dtype": str(args.dtype),
+        "max_model_len": args.max_model_len,
+        "enforce_eager": bool(args.enforce_eager),
+        "seed": args.seed,
+    }
+
+
+def resolve(spec: RunSpec) -> Any:
+    """What `build_engine(spec)` would start with (`observatory run --dry-run` on V1): vLLM's
+    own VllmConfig for the spec's EngineArgs, resolved as `LLMEngine.from_engine_args` does
+    first, with no engine built. The same Resolved as the V0 line's (engine.adapters.v0.build),
+    with V1's arguments: no swap space, prefix caching, the full-ISL rule and the CPU tier."""
+    from engine.adapters.v0.build import Resolved, _hub_source
+    from engine.adapters.versions import require_supported
+
+    release = require_supported()
+    _check_spec(spec)
+    notes: list[str] = []
+    cuda = cuda_available()
+    if spec.backend == "sim":
+        from engine.adapters.v1.platform import prepare_sim_process
+
+        prepare_sim_process()
+        resolved_spec = spec
+        model_source = f"config {sim_model_dir(spec.model_name)}/config.json (no weights)"
+        tokenizer_source = "none (skip_tokenizer_init; prompts are token ids)"
+    else:
+        resolved_spec, model_source, notes = _hub_source(spec)
+        tokenizer_source = spec.tokenizer or f"the model's ({model_source})"
+        if not cuda:
+            notes.append("no CUDA device is present: a gpu run stops before building the "
+                         "engine; everything above is what it would start with")
+    import vllm
+
+    logs.install()
+    from vllm.platforms import current_platform
+    from vllm.v1.executor.abstract import Executor
+
+    platform = type(current_platform)
+    platform_name = f"{platform.__module__}.{platform.__qualname__}"
+    args_in = engine_args(resolved_spec)
+    if spec.backend == "gpu" and not cuda:
+        # vLLM 0.33 detects no platform without a device (UnspecifiedPlatform) and cannot build
+        # its config (DeviceConfig needs a device): say what a run passes, as given, and the
+        # executor vLLM's own ParallelConfig and Executor.get_class pick for it
+        from vllm.config import ParallelConfig
+
+        parallel = ParallelConfig(
+            distributed_executor_backend=args_in.distributed_executor_backend)
+        executor = Executor.get_class(types.SimpleNamespace(parallel_config=parallel))
+        notes.append(f"vLLM's platform detection found no device ({platform.__qualname__}), "
+                     "so its config cannot be built here: the engine arguments are those a "
+                     "run passes, as given, and the executor the one vLLM picks for them")
+        given = _given_args(args_in)
+        return Resolved(backend=spec.backend, vllm_version=vllm.__version__,
+                        engine=release.engine, api_family=release.family,
+                        executor_class=f"{executor.__module__}.{executor.__qualname__}",
+                        platform_class=platform_name, device_type=given["device"],
+                        cuda_available=cuda, model=spec.model_name,
+                        model_source=model_source, tokenizer_source=tokenizer_source,
+                        engine_args=given, notes=notes)
+    try:
+        config = args_in.create_engine_config()
+    except (ValueError, TypeError, OSError, RuntimeError) as exc:
+        text = str(exc).strip().splitlines()
+        raise ConfigError(f"vLLM rejected the engine config: "
+                          f"{text[0] if text else type(exc).__name__}") from None
+    scheduler, cache, model = config.scheduler_config, config.cache_config, config.model_config
+    args: dict[str, Any] = {
+        "enable_chunked_prefill": bool(scheduler.enable_chunked_prefill),
+        "max_num_batched_tokens": scheduler.max_num_batched_tokens,
+        "max_num_seqs": scheduler.max_num_seqs,
+        "long_prefill_token_threshold": scheduler.long_prefill_token_threshold,
+        "scheduler_reserve_full_isl": bool(scheduler.scheduler_reserve_full_isl),
+        "block_size": cache.block_size,
+        "enable_prefix_caching": bool(cache.enable_prefix_caching),
+        "num_gpu_blocks_override": cache.num_gpu_blocks_override,
+        "kv_offloading_size_gib": cache.kv_offloading_size,
+        "kv_connector": (config.kv_transfer_config.kv_connector
+                         if config.kv_transfer_config is not None else None),
+        "device": str(config.device_config.device_type),
+        "dtype": str(model.dtype).removeprefix("torch."),
+        "max_model_len": model.max_model_len,
+        "enforce_eager": bool(model.enforce_eager),
+        "seed": model.seed,
+    }
+    if spec.backend == "sim":
+        from engine.adapters.v1.sim_executor import DOTTED_PATH as executor_name
+    else:  # the class vLLM's engine core instantiates for this config
+        executor = Executor.get_class(config)
+        executor_name = f"{executor.__module__}.{executor.__qualname__}"
+    return Resolved(backend=spec.backend, vllm_version=vllm.__version__,
+                    engine=release.engine, api_family=release.family,
+                    executor_class=executor_name,
+                    platform_class=platform_name,
+                    device_type=args["device"], cuda_available=cuda, model=spec.model_name,
+                    model_source=model_source, tokenizer_source=tokenizer_source,
+                    engine_args=args, notes=notes)

@@ -5,14 +5,17 @@ and its executor timed by engine.adapters.exec_timing."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from engine.adapters import exec_timing
 from engine.adapters.v1 import family_v033 as fam
 from engine.adapters.v1 import hooks as v1_hooks
+from engine.adapters.v1 import tier as v1_tier
 from engine.adapters.v1.build import build_engine
 from engine.adapters.v1.step_record import StepReader
 from engine.costmodel import CostModel
+from engine.errors import ConfigError
 from engine.policy import Policy
 from engine.spec import RunSpec
 from engine.stream.records import V1StepRecord
@@ -38,10 +41,28 @@ class V1Driver:
         self.exec_timer = exec_timing.ExecTimer(built.engine_core)
         self._params: dict[int, Any] = {}  # max_tokens -> SamplingParams
         self._finished: list[str] = []
+        # vLLM's CPU KV tier (its offloading connector), when the spec has one
+        self.tier = v1_tier.attach(built.scheduler, fam.executor_of(built.engine_core))
+        self._now_s = 0.0  # when the next step starts on the simulated clock
+        if self.tier is not None and self.tier.capacity == 0:
+            chunk = self.tier.block_bytes
+            raise ConfigError(f"--kv-offloading-size {spec.kv_offloading_gib:g} GiB holds no "
+                              f"chunk of KV ({chunk:,} bytes for one block of this model): "
+                              f"give at least {math.ceil(chunk / 2**30 * 1e4) / 1e4:g}, or "
+                              f"0 for no CPU tier")
+        if self.tier is not None:
+            hook, cost = self.hook, spec.cost
+            self.tier.configure_sim(
+                spec.offload_bandwidth_gbps * 1e9,
+                lambda: cost.step_seconds(hook.current.prompt_tokens, hook.current.decode_reqs,
+                                          0))
 
     def blocks_line(self) -> str:
-        return (f"{fam.total_blocks(self.scheduler):,} GPU blocks of {self.spec.block_size} "
-                f"tokens (V1: no swap space)")
+        line = (f"{fam.total_blocks(self.scheduler):,} GPU blocks of {self.spec.block_size} "
+                f"tokens")
+        if self.tier is None:
+            return line + " (V1: no swap space)"
+        return line + f", a CPU tier of {self.tier.capacity:,} chunks (vLLM's offloading connector)"
 
     def _sampling_params(self, max_tokens: int) -> Any:
         params = self._params.get(max_tokens)
@@ -58,22 +79,31 @@ class V1Driver:
                                 {"prompt_token_ids": request.prompt_token_ids},
                                 self._sampling_params(request.max_tokens),
                                 arrival_time=arrival_time)
+        self._now_s = max(self._now_s, arrival_time)  # an idle sim jumps to the arrival
         return len(request.prompt_token_ids)
 
     def has_unfinished_requests(self) -> bool:
-        return self.engine.has_unfinished_requests()
+        """Requests to finish, or (with a CPU tier) transfers vLLM still waits for: its engine
+        core keeps stepping until they are reported, as a server's would."""
+        return (self.engine.has_unfinished_requests()
+                or (self.tier is not None and self.tier.pending()))
 
     def step(self) -> None:
         hook = self.hook
         hook.current = v1_hooks.V1Capture(hook.policy)  # a step that schedules nothing
+        if self.tier is not None:
+            self.tier.before_step(self._now_s)
         outputs = self.engine.step()
         self._finished = [o.request_id for o in outputs if o.finished]
 
     def step_record(self, step: int, cost: CostModel, sim_start_s: float,
                     wall_s: float) -> V1StepRecord:
-        record = self.reader.build(step, self.hook.current, cost, sim_start_s, wall_s,
-                                   self._finished)
+        capture = self.hook.current
+        tier = self.tier.take(capture.output) if self.tier is not None else None
+        record = self.reader.build(step, capture, cost, sim_start_s, wall_s, self._finished,
+                                   tier)
         record.exec_s = self.exec_timer.take()
+        self._now_s = record.sim_s
         return record
 
     def set_policy(self, policy: Policy, source: str) -> None:
@@ -85,7 +115,8 @@ class V1Driver:
         return {"running": len(fam.running(scheduler)), "swapped": 0,
                 "waiting": fam.waiting_count(scheduler),
                 "gpu_used": max(0, total - fam.free_blocks(scheduler)), "gpu_total": total,
-                "cpu_used": 0, "cpu_total": 0}
+                "cpu_used": self.tier.resident() if self.tier is not None else 0,
+                "cpu_total": self.tier.capacity if self.tier is not None else 0}
 
 
 def build_driver(spec: RunSpec, policy: Policy) -> V1Driver:

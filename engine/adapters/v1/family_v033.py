@@ -48,6 +48,10 @@ def scheduler_of(engine_core: Any) -> Any:
     return engine_core.scheduler
 
 
+def executor_of(engine_core: Any) -> Any:
+    return engine_core.model_executor
+
+
 # ---- the scheduler ----------------------------------------------------------------------------
 def reserve_full_isl(scheduler: Any) -> bool:
     return bool(scheduler.scheduler_reserve_full_isl)
@@ -86,9 +90,12 @@ def total_blocks(scheduler: Any) -> int:
     return scheduler.kv_cache_manager.block_pool.num_gpu_blocks - 1
 
 
-def inflight_reserved_blocks(scheduler: Any) -> int:
-    """The blocks the prefills in flight still need to finish (vLLM's own reservation)."""
-    return scheduler._inflight_prefill_reserved_blocks()
+def inflight_reserved_blocks(scheduler: Any, besides: Any = None) -> int:
+    """The blocks the prefills in flight still need to finish (vLLM's own reservation, as
+    `_inflight_prefill_reserved_blocks()` sums it), less `besides`'s own: a request whose
+    async KV load has landed is still in flight there, and its need is counted apart."""
+    return sum(scheduler._request_remaining_blocks(req)
+               for req in scheduler._inflight_prefills if req is not besides)
 
 
 def blocks_to_reach(scheduler: Any, request: Any, num_tokens: int) -> int:

@@ -179,7 +179,8 @@ class V1SchedulerHook(PolicySwitch):
         what the prefills in flight still need to finish, both by vLLM's own arithmetic."""
         scheduler = self.scheduler
         need = fam.blocks_to_reach(scheduler, request, fam.context_tokens(request))
-        return need + fam.inflight_reserved_blocks(scheduler) <= fam.free_blocks(scheduler)
+        return need + fam.inflight_reserved_blocks(scheduler, besides=request) \
+            <= fam.free_blocks(scheduler)
 
     # ----------------------------------------------------------------- the victim
     def _put_victim_last(self, current: Any) -> None:

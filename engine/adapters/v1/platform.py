@@ -70,7 +70,9 @@ def reexec_for_v1_sim(argv: list[str]) -> None:
     release = release_for(installed_version())
     if release is None or release.engine != "v1":
         return
-    env = child_env(dict(os.environ))
+    # only the hash seed: the sim environment (a CPU platform) is set by prepare_sim_process for
+    # sim engines alone, so a gpu run (or its dry run) still finds its CUDA platform
+    env = {**os.environ, "PYTHONHASHSEED": HASH_SEED}
     env["OBSERVATORY_NO_REEXEC"] = "1"  # never loop, whatever the interpreter does
     sys.stdout.flush()
     sys.stderr.flush()

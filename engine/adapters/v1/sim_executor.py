@@ -16,6 +16,10 @@ KVCacheManager run unchanged around it:
 It keeps each request's prompt length from its first scheduling (NewRequestData) across
 preemptions, and its output count from the scheduler's CachedRequestData, and forgets a
 request when the scheduler lists it as finished.
+
+With a CPU tier (vLLM's OffloadingConnector, `--kv-offloading-size`) it also plays the
+connector's worker side (engine.adapters.v1.sim_offload_worker): it completes every load and
+store on the simulated clock and reports them in the step's `kv_connector_output`.
 """
 
 from __future__ import annotations
@@ -26,8 +30,13 @@ from typing import Any
 from vllm.v1.executor.abstract import Executor
 from vllm.v1.outputs import ModelRunnerOutput
 
+from engine.adapters.v1 import tier_v033 as tier
+
 SAMPLED_TOKEN_ID = 7  # any id the vocabulary has; nothing reads it back
 DOTTED_PATH = f"{__name__}.SimExecutor"
+DEFAULT_GPU_BLOCKS = 8192
+"""The simulated GPU's KV blocks when nothing sets `num_gpu_blocks_override` (the V0 sim's
+default too): 131,072 tokens at vLLM's default block size of 16."""
 
 
 class SimExecutor(Executor):
@@ -39,6 +48,10 @@ class SimExecutor(Executor):
     def _init_executor(self) -> None:
         self._prompt_len: dict[str, int] = {}
         self._outputs: dict[str, int] = {}
+        # SimOffloadWorker when vLLM runs its offloading connector. vLLM builds this executor
+        # from a dotted path, without arguments: the driver sets the worker's bandwidth and
+        # clock (engine.adapters.v1.tier) before the first step.
+        self.offload = None
 
     # ---- start-up RPCs -------------------------------------------------------------------
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None,  # noqa: ANN001
@@ -70,9 +83,26 @@ class SimExecutor(Executor):
         )
         return {f"model.layers.{i}.self_attn.attn": spec for i in range(layers)}
 
+    def _rpc_initialize_from_config(self, kv_cache_configs: list[Any]) -> None:
+        """The KV cache the engine sized: what one block holds, for the tier's transfers."""
+        from engine.adapters.v1.sim_offload_worker import SimOffloadWorker
+
+        if tier.is_offloading(self.vllm_config):
+            self.offload = SimOffloadWorker(tier.bytes_per_block(kv_cache_configs[0]))
+
     def _rpc_determine_available_memory(self) -> int:
-        # num_gpu_blocks_override decides the real pool; this only has to be enough for it
-        return 1 << 40
+        """With `num_gpu_blocks_override` (the observatory's own engines, or the flag) that
+        decides the pool and this only has to be enough for it. Without it (`vllm serve DIR
+        --distributed-executor-backend engine.SimExecutor`), the memory of a simulated GPU of
+        DEFAULT_GPU_BLOCKS blocks, or of one whole max_model_len request if that is more:
+        reporting "plenty" would make vLLM build a Python object for each of millions of
+        blocks and hang at start-up."""
+        if self.vllm_config.cache_config.num_gpu_blocks_override is not None:
+            return 1 << 40
+        block_size = self.vllm_config.cache_config.block_size
+        longest = -(-self.vllm_config.model_config.max_model_len // block_size)
+        page = sum(spec.page_size_bytes for spec in self._rpc_get_kv_cache_spec().values())
+        return max(DEFAULT_GPU_BLOCKS, longest + 1) * page
 
     def _rpc_get_supported_kv_cache_layouts(self) -> list[str]:
         return ["NHD"]
@@ -119,9 +149,12 @@ class SimExecutor(Executor):
             outputs[rid] = cached.num_output_tokens[i]
             req_ids.append(rid)
             sampled.append(self._sample(rid, cached.num_computed_tokens[i] + scheduled[rid]))
-        return ModelRunnerOutput(req_ids=req_ids,
-                                 req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-                                 sampled_token_ids=sampled)
+        output = ModelRunnerOutput(req_ids=req_ids,
+                                   req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
+                                   sampled_token_ids=sampled)
+        if self.offload is not None:
+            output.kv_connector_output = self.offload.step(tier.metadata_of(so))
+        return output
 
     def _sample(self, rid: str, computed_after: int) -> list[int]:
         context = self._prompt_len[rid] + self._outputs[rid]

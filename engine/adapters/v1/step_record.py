@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.adapters.v1 import family_v033 as fam
 from engine.adapters.v1.hooks import V1Capture
+from engine.adapters.v1.tier import TierStep
 from engine.costmodel import CostModel
 from engine.stream.records import V1StepRecord
 
@@ -30,7 +31,8 @@ class StepReader:
         self.gpu_total = fam.total_blocks(scheduler)
 
     def build(self, step: int, capture: V1Capture, cost: CostModel, sim_start_s: float,
-              wall_s: float, finished: list[str]) -> V1StepRecord:
+              wall_s: float, finished: list[str],
+              tier: TierStep | None = None) -> V1StepRecord:
         scheduler = self.scheduler
         output = capture.output
         new: list[tuple[str, int]] = []
@@ -56,7 +58,7 @@ class StepReader:
         live = fam.running(scheduler)
         kv_tokens = sum(fam.computed_tokens(r) for r in live)
         sim_step_s = cost.step_seconds(capture.prompt_tokens, capture.decode_reqs, kv_tokens)
-        return V1StepRecord(
+        record = V1StepRecord(
             step=step,
             wall_s=wall_s,
             sim_s=sim_start_s + sim_step_s,
@@ -87,3 +89,24 @@ class StepReader:
             recomputed_total=self.recomputed_total,
             preemptions_total=self.preemptions_total,
         )
+        if tier is not None:
+            _add_tier(record, tier)
+        return record
+
+
+def _add_tier(record: V1StepRecord, tier: TierStep) -> None:
+    """The CPU tier's part of the record; a step that waited for transfers lasts that much
+    longer on the simulated clock."""
+    record.cpu_chunks = tier.chunks
+    record.cpu_chunks_total = tier.chunks_total
+    record.cpu_loads = tier.loads
+    record.cpu_load_bytes = tier.load_bytes
+    record.cpu_stores = tier.stores
+    record.cpu_store_bytes = tier.store_bytes
+    record.cpu_evictions = tier.evictions
+    record.cpu_hit_tokens = tier.hit_tokens
+    record.cpu_in_flight = tier.in_flight
+    if tier.wait_s:
+        record.cpu_wait_s = tier.wait_s
+        record.sim_step_s += tier.wait_s
+        record.sim_s += tier.wait_s

@@ -4,8 +4,9 @@ Real logs are not one record per line. This module undoes what terminals, contai
 launchers do to vLLM's lines, without knowing what the records are:
 
 - ANSI colour codes go; `\\r` (tqdm redraws) starts a new line.
-- Launcher prefixes go: Ray actor tags `(WorkerDict pid=123) `, `[rank0]:`, docker-compose
-  `svc  | `, repeated in any order.
+- Launcher prefixes go: Ray actor tags `(WorkerDict pid=123) ` (nested too:
+  `(MapWorker(MapBatches(X)) pid=1) `), V1's process tags `(APIServer pid=1) `,
+  `(EngineCore_DP0 pid=2) `, `[rank0]:`, docker-compose `svc  | `, repeated in any order.
 - A line that ends with a terminal's `$` cut marker lost its tail: it is kept, marked `cut`, and
   never joined with the next line.
 - Hard wraps are joined back: a line of at least MIN_WRAP_WIDTH characters followed by a line
@@ -18,9 +19,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-PREFIX = re.compile(r"^(?:\s*(?:\([\w.\-]+ pid=\d+(?:, ip=[\d.]+)?\)|\[rank\d+\]:|"
-                    r"[\w.\-]+\s+\|(?=\s|$)))+ ?")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|"
+                  r"\[[0-9;]*m(?=\(|\s|$)")  # the last: a colour code whose ESC a paste lost
+PREFIX = re.compile(r"^(?:\s*(?:\((?:[\w.\-]|\((?:[\w.\-]|\([\w.\-]*\))*\))+ pid=\d+"
+                    r"(?:, ip=[\d.]+)?\)|\[rank\d+\]:|[\w.\-]+\s+\|(?=\s|$)))+ ?")
 TIMESTAMP = re.compile(r"(?:(?P<y>\d{4})[-/])?(?P<mo>\d{2})[-/](?P<d>\d{2})[ T]"
                        r"(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?:[.,](?P<f>\d{1,6}))?")
 _RECORD_START = re.compile(

@@ -1,8 +1,13 @@
-"""`observatory import-log`: a vLLM V0 log in, a reference recording out.
+"""`observatory import-log`: a vLLM log (V0 or V1) in, a reference recording out.
 
 The reference recording is a Header (backend "log"), then LogWindow / LogEvent records in log
 order, then RunFinished. Its spec is what the log says about the engine (blocks, chunked
 prefill, model, seed) on top of the seed preset; `observatory fit` starts from it.
+
+A V1 log (stats lines with `Waiting:`, see stats.py) gives a header with `engine: "v1"`, a spec
+on the `v1-thrash` preset, and windows that carry their engine's index, one series per
+data-parallel engine, interleaved as the log interleaves them. A log with both kinds is refused:
+they are two runs.
 """
 
 from __future__ import annotations
@@ -16,13 +21,14 @@ import engine
 from engine.analysis.logs.clean import logical_lines
 from engine.analysis.logs.events import Event, find_events
 from engine.analysis.logs.stats import StatsRecord, find_stats
-from engine.analysis.logs.timeline import Timeline, absolute
+from engine.analysis.logs.timeline import (STATS_INTERVAL_S, V1_STATS_INTERVAL_S, Timeline,
+                                           absolute)
 from engine.errors import RecordingError
 from engine.spec import preset_spec
 from engine.stream.records import SCHEMA_VERSION, Header, LogEvent, LogWindow, RunFinished
 
-V1_REFUSAL = ("this is a vLLM V1 engine log (stats lines with `Waiting:` and no swap queue); "
-              "the observatory models the V0 scheduler, whose swap space this is about")
+MIXED_REFUSAL = ("holds both V0 stats lines (`Swapped:`) and V1 ones (`Waiting:`): two runs; "
+                 "split the log and import each part")
 
 
 @dataclass
@@ -60,13 +66,14 @@ def _spec_from_log(events: list[Event]) -> tuple[dict[str, Any], dict[str, Any]]
 
 
 def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
-    """Parse a log; raises RecordingError for a V1 log or one without any stats record."""
+    """Parse a log; raises RecordingError for a log without any stats record or one that mixes
+    V0 and V1 records."""
     lines = logical_lines(data)
-    stats_all = find_stats(lines)
-    stats = [s for s in stats_all if not s.v1]
+    stats = find_stats(lines)
+    v1 = any(s.v1 for s in stats)
+    if v1 and not all(s.v1 for s in stats):
+        raise RecordingError(f"{source}: {MIXED_REFUSAL}")
     if not stats:
-        if any(s.v1 for s in stats_all):
-            raise RecordingError(f"{source}: {V1_REFUSAL}")
         raise RecordingError(f"{source}: no vLLM stats records (`Avg prompt throughput: ...`) found; "
                           f"start vLLM without --disable-log-stats (LLM(..., "
                           f"disable_log_stats=False)) so it logs one every 5 s")
@@ -77,7 +84,7 @@ def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
     first_abs = next((absolute(s.stamp, year) for s in stats if s.stamp), None)
     timeline = Timeline([(absolute(x.stamp, year),
                           x.elapsed_s if isinstance(x, Event) else None) for x in ordered],
-                        first_abs)
+                        first_abs, _v1_interval(stats) if v1 else STATS_INTERVAL_S)
 
     records: list[Any] = []
     windows: list[LogWindow] = []
@@ -94,7 +101,8 @@ def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
                                prompt_tps=v["prompt_tps"], gen_tps=v["gen_tps"],
                                running=v["running"], swapped=v["swapped"], pending=v["pending"],
                                gpu_pct=v["gpu_pct"], cpu_pct=v["cpu_pct"],
-                               partial=item.partial, missing=item.missing)
+                               partial=item.partial, missing=item.missing,
+                               **(_v1_fields(item) if item.v1 else {}))
             partial += item.partial
             windows.append(window)
             records.append(window)
@@ -132,7 +140,13 @@ def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
                                sim_s=last_t or 0.0, wall_s=0.0))
 
     overrides, said = _spec_from_log(events)
-    spec = preset_spec("seed-5578", **overrides)
+    if v1:
+        overrides = {k: v for k, v in overrides.items()
+                     if k in ("model", "seed", "num_gpu_blocks")}
+        engines = sorted({s.engine for s in stats if s.engine is not None})
+        said["engines"] = engines
+        said["stats_interval_s"] = _v1_interval(stats)
+    spec = preset_spec("v1-thrash" if v1 else "seed-5578", **overrides)
     said.update({"source": source, "time_zero": timeline.method,
                  "time_zero_uncertainty_s": timeline.uncertainty_s,
                  "stats_records": len(stats), "partial_stats_records": partial})
@@ -141,7 +155,36 @@ def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
                     model=spec.model_name, spec=spec.to_dict(), engine_config=said,
                     started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                     host=socket.gethostname(),
-                    time_axis="gpu")  # the log's clock: wall seconds on the GPU host
+                    time_axis="gpu",  # the log's clock: wall seconds on the GPU host
+                    engine="v1" if v1 else "v0")
     warnings = [f"line {w.line}: stats record cut; missing {', '.join(w.missing)}"
                 for w in windows if w.partial]
     return ImportedLog(header, records, windows, partial, abort_seen, warnings)
+
+
+def _v1_fields(record: StatsRecord) -> dict[str, Any]:
+    v = record.values
+    return {"engine": record.engine, "kv_device": record.kv_device,
+            "prefix_hit_pct": v.get("prefix_hit_pct"),
+            "external_prefix_hit_pct": v.get("external_prefix_hit_pct"),
+            "mm_hit_pct": v.get("mm_hit_pct"), "preemptions": v.get("preemptions"),
+            "deferred": v.get("deferred")}
+
+
+def _v1_interval(stats: list[StatsRecord]) -> float:
+    """V1's logging interval as the log shows it: the median gap between one engine's
+    consecutive stamped records (VLLM_LOG_STATS_INTERVAL; an idle engine logs at DEBUG, so a
+    log at INFO has longer gaps, never shorter ones), else vLLM's default."""
+    last: dict[int | None, float] = {}
+    gaps: list[float] = []
+    for record in stats:
+        t = absolute(record.stamp)
+        if t is None:
+            continue
+        if record.engine in last and t > last[record.engine]:
+            gaps.append(t - last[record.engine])
+        last[record.engine] = t
+    if not gaps:
+        return V1_STATS_INTERVAL_S
+    gaps.sort()
+    return round(gaps[len(gaps) // 2], 3)

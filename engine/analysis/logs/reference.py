@@ -5,6 +5,10 @@ log through its tqdm estimate, see timeline.py), so a log window at `t_s` lands 
 step whose simulated time reaches `t_s + offset_s`. The offset is for a log whose clock is
 known to be off, e.g. by a warm-up in its first window. Windows past the run's end are not
 drawn: the overlay never extends a run.
+
+A V1 log (header `engine: "v1"`) has no swap queue; its `Waiting:` queue is drawn instead. With
+several data-parallel engines in one log, one engine's series is drawn: `engine` (default the
+lowest index, -1 for the log's `N Engines Aggregated` line).
 """
 
 from __future__ import annotations
@@ -23,13 +27,24 @@ SERIES_FIELDS = {"gpu_pct": "gpu_pct", "cpu_pct": "cpu_pct", "running": "running
 
 
 class Reference:
-    def __init__(self, windows: Sequence[LogWindow], name: str, offset_s: float = 0.0) -> None:
-        self.windows = [w for w in windows if w.t_s is not None]
+    def __init__(self, windows: Sequence[LogWindow], name: str, offset_s: float = 0.0,
+                 v1: bool = False, engine: int | None = None) -> None:
+        engines = sorted({w.engine for w in windows if w.engine is not None})
+        if engine is None and engines:
+            engine = min((e for e in engines if e >= 0), default=engines[0])
+        if engine is not None and engine not in engines:
+            raise RecordingError(f"{name}: the log has no engine {engine} (it has "
+                                 f"{', '.join(map(str, engines)) or 'none'}); pick one of those")
+        self.engines = engines
+        self.engine = engine
+        self.windows = [w for w in windows if w.t_s is not None
+                        and (engine is None or w.engine == engine)]
         self.name = name
         self.offset_s = offset_s
+        self.v1 = v1  # a V1 log: `waiting` is drawn, there is no swap queue
 
     @classmethod
-    def load(cls, path: str, offset_s: float = 0.0) -> "Reference":
+    def load(cls, path: str, offset_s: float = 0.0, engine: int | None = None) -> "Reference":
         from engine.stream.reader import display_name, load
 
         recording = load(path)
@@ -37,7 +52,13 @@ class Reference:
         if not windows:
             raise RecordingError(f"{path}: not a reference recording (no stats windows); make one "
                               f"from a vLLM log with `observatory import-log LOG -o REF`")
-        return cls(windows, display_name(path), offset_s)
+        return cls(windows, display_name(path), offset_s, v1=recording.header.engine == "v1",
+                   engine=engine)
+
+    def has(self, name: str) -> bool:
+        """Whether the log has any value for the run series `name` (a V1 log has no swap)."""
+        field = SERIES_FIELDS.get(name)
+        return field is not None and any(getattr(w, field) is not None for w in self.windows)
 
     def series(self, name: str, sim_s: Sequence[float], first_step: int, lo: int, hi: int
                ) -> tuple[np.ndarray, np.ndarray]:

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Sequence
 
 STATS_INTERVAL_S = 5.0  # vLLM V0's local logging interval (_LOCAL_LOGGING_INTERVAL_SEC)
+V1_STATS_INTERVAL_S = 10.0  # V1's default VLLM_LOG_STATS_INTERVAL
 
 
 def absolute(stamp: tuple | None, year_hint: int = 2000) -> float | None:
@@ -32,8 +33,9 @@ class Timeline:
     """Maps items (in log order) to seconds since the first step."""
 
     def __init__(self, items: Sequence[tuple[float | None, float | None]],
-                 first_stats_abs: float | None) -> None:
-        """`items`: per item in log order, (absolute time or None, tqdm elapsed or None)."""
+                 first_stats_abs: float | None, interval_s: float = STATS_INTERVAL_S) -> None:
+        """`items`: per item in log order, (absolute time or None, tqdm elapsed or None);
+        `interval_s`: the stats logger's interval (the first window's length)."""
         lows: list[float] = []
         highs: list[float] = []
         for i, (_, elapsed) in enumerate(items):
@@ -55,9 +57,9 @@ class Timeline:
         elif any(e is not None for _, e in items) and all(a is None for a, _ in items):
             self.zero, self.method, self.uncertainty_s = 0.0, "tqdm start", 0.0
         elif first_stats_abs is not None:
-            self.zero = first_stats_abs - STATS_INTERVAL_S
+            self.zero = first_stats_abs - interval_s
             self.method = "first stats window start"
-            self.uncertainty_s = STATS_INTERVAL_S
+            self.uncertainty_s = interval_s
         else:
             self.zero = None  # type: ignore[assignment]
             self.method = "none"

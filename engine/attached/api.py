@@ -1,0 +1,203 @@
+"""Watch the engines someone else's program builds: `engine.attach(...)`,
+`engine.ObservedScheduler`, and what `observatory exec` installs in every process.
+
+- `attach(target, policy=..., serve=..., token=..., record=...)`: a V0 `LLM`, `LLMEngine`,
+  `AsyncLLMEngine` or `Scheduler`, or a V1 `Scheduler`; returns a Handle (`close()`,
+  `set_policy()`). Without `serve` and `record` it only hooks the scheduler and builds each
+  step's record in memory: no file, no socket, no thread.
+- `ObservedScheduler`: vLLM's V1 Scheduler that attaches itself as it is built, configured by
+  the OBSERVATORY_* environment (engine.attached.env), for `--scheduler-cls` and
+  `LLM(scheduler_cls=...)`, whose flag takes no arguments.
+- `install_from_env()`: what `observatory exec`'s sitecustomize runs once vLLM is imported:
+  every engine built in the process from then on is attached (and runs the sim with `--sim`).
+
+Each engine is one stream named host/pid/index (engine.attached.registry).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.adapters.guard import Guard
+from engine.attached import env as attach_env
+from engine.attached import registry
+from engine.attached.observer import Observer
+from engine.errors import ConfigError
+from engine.policy import Policy, parse_policy, require_engine_kind
+
+
+class Handle:
+    """One attached engine: its stream (`observer`), its policy, and `close()`."""
+
+    def __init__(self, tap: Any, observer: Observer | None) -> None:
+        self.tap = tap
+        self.observer = observer
+        self.hook = tap.hook
+
+    @property
+    def name(self) -> str | None:
+        return self.observer.name if self.observer is not None else None
+
+    @property
+    def policy(self) -> Policy:
+        return self.hook.policy
+
+    @property
+    def address(self) -> str | None:
+        """Where its stream is served (HOST:PORT), if it is."""
+        server = self.observer.server if self.observer is not None else None
+        return server.address if server is not None else None
+
+    def set_policy(self, policy: str | Policy, source: str = "api") -> None:
+        """Govern the engine's next step with `policy` (any thread)."""
+        policy = parse_policy(policy)
+        require_engine_kind(policy, self.tap.kind)
+        self.hook.set_policy(policy, source)
+
+    def close(self) -> None:
+        """End the stream (the recording gets its end record) and give vLLM its own methods
+        back."""
+        if self.observer is not None:
+            self.observer.close()
+            registry.forget(self.observer)
+        self.tap.detach()
+
+
+def attach(target: Any, policy: str | Policy = "off", *, serve: str | None = None,
+           token: str | None = None, record: str | None = None,
+           sim: bool = False) -> Handle:
+    """Attach the observatory to `target` (see the module docstring). Raises ConfigError for
+    a target it does not know and for a serve address off this host without a token."""
+    policy = parse_policy(policy)
+    address = attach_env.parse_serve(serve, token) if serve else None
+    from engine.adapters.versions import require_supported
+
+    require_engine_kind(policy, require_supported().engine)  # before anything is hooked
+    tap, _ = _tap(target, policy)
+    if tap is None:
+        raise ConfigError(f"engine.attach: cannot watch a {type(target).__name__}: give a V0 "
+                          f"LLM, LLMEngine, AsyncLLMEngine or Scheduler, or a V1 Scheduler")
+    return _observe(tap, policy, address=address, token=token, record=record, sim=sim)
+
+
+def _tap(target: Any, policy: Policy) -> tuple[Any, str]:
+    from engine.adapters.versions import require_supported
+
+    kind = require_supported().engine
+    guard = Guard(lambda exc: None)
+    if kind == "v1":
+        from engine.adapters.v1 import attach as v1
+
+        if not v1.is_scheduler(target):
+            return None, kind
+        if v1.is_tapped(target):
+            raise ConfigError("engine.attach: this scheduler is already attached")
+        return v1.V1Tap(target, policy, guard), kind
+    from engine.adapters.v0 import attach as v0
+
+    engine = v0.engine_of(target)
+    if engine is not None:
+        return v0.V0Tap(engine, policy, guard), kind
+    if v0.is_scheduler(target):
+        return _SchedulerOnly(v0.scheduler_hook(target, policy, guard), guard), kind
+    return None, kind
+
+
+class _SchedulerOnly:
+    """A bare V0 Scheduler: its policy, no records (they need the engine's step)."""
+
+    kind = "v0"
+
+    def __init__(self, hook: Any, guard: Guard) -> None:
+        self.hook = hook
+        self.guard = guard
+
+    def detach(self) -> None:
+        self.guard.broken = True
+        self.hook.detach()
+
+
+def _observe(tap: Any, policy: Policy, *, address: tuple[str, int] | None,
+             token: str | None, record: str | None, sim: bool) -> Handle:
+    if not hasattr(tap, "hear"):
+        if address or record:
+            raise ConfigError("engine.attach: a bare V0 Scheduler takes a policy only; attach "
+                              "its LLM or LLMEngine to record or serve its steps")
+        return Handle(tap, None)
+    index = registry.next_index()
+    name = registry.engine_name(index)
+    path = registry.record_path(record, index) if record else None
+    observer = Observer(tap, name, record=path, sim=sim, warn=registry.warn_once)
+    tap.guard._on_failure = lambda exc: observer.fail("a scheduler hook", exc)
+    tap.hear(observer.before_step, observer.after_step, observer.aborted, observer.added)
+    if hasattr(tap, "on_shutdown"):
+        tap.on_shutdown = observer.close  # V1: vLLM shuts its scheduler down
+    if address is not None:
+        registry.serve(observer, address, token)
+    observer.start()
+    if path is not None or address is not None:  # a stream someone reads: end it at exit
+        registry.remember(observer)
+    return Handle(tap, observer)
+
+
+# ---- observatory exec and ObservedScheduler ------------------------------------------------
+
+def attach_from_env(target: Any) -> Handle | None:
+    """Attach `target` (an engine, or a V1 Scheduler) as the OBSERVATORY_* environment says.
+    Never raises: a failure is one warning and the engine runs unwatched."""
+    try:
+        config = attach_env.from_env()
+        policy = parse_policy(config.policy)
+        tap, _ = _tap(target, policy)
+        if tap is None:
+            return None
+        return _observe(tap, policy, address=config.serve, token=config.token,
+                        record=config.record, sim=config.sim)
+    except Exception as exc:  # noqa: BLE001  never harm the user's engine
+        registry.warn_once(f"could not attach to this engine "
+                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                           f"); vLLM runs on unwatched")
+        return None
+
+
+def install_from_env(kind: str) -> None:
+    """Called once vLLM's engine (V0) or scheduler (V1) module is imported in a process run
+    by `observatory exec`: attach every engine built from now on."""
+    config = attach_env.from_env()
+    if kind == "platform":
+        if config.sim:
+            from engine.adapters.v0 import attach as v0
+
+            v0.install_sim_platform()
+        return
+    if kind == "v0":
+        from engine.adapters.v0 import attach as v0
+
+        if config.sim:
+            v0.install_sim()
+        v0.patch_engine_class(attach_from_env)
+    else:
+        from engine.adapters.v1 import attach as v1
+
+        if config.sim:
+            v1.install_sim()
+        v1.patch_scheduler_class(attach_from_env)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ObservedScheduler":
+        from engine.adapters.v1.attach import observed_scheduler_class
+
+        cls = observed_scheduler_class(attach_from_env)
+        globals()[name] = cls
+        return cls
+    if name == "SimExecutor":
+        from engine.adapters.versions import require_supported
+
+        if require_supported().engine == "v1":
+            from engine.adapters.v1.sim_executor import SimExecutor
+        else:
+            from engine.adapters.v0.sim_executor import SimExecutor
+        globals()[name] = SimExecutor
+        return SimExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,283 @@
+"""One engine that someone else's program built and drives, watched: its stream of records,
+its recording, its clients, its policy commands.
+
+The observatory's own runs are driven by a Session (engine.session), which adds the requests
+and calls `step()`. Here the user's program does both; the engine's "tap" (engine/adapters/
+<kind>/attach.py, the only place with vLLM's names) calls `before_step`, `after_step`,
+`aborted` and `added` around vLLM's own methods, and the Observer turns them into the same
+records a Session emits: the Header when the engine is built, one Arrivals record per batch of
+requests, PolicyChanged (with its source: "exec", "api", "remote:<client>"), one step record
+per step, EngineAborted if vLLM raises, and RunFinished when the engine is closed (at exit).
+
+Every line goes through the same pieces as `observatory serve` (engine.host's
+RecordingController and Outbox, engine.stream's Server), so a recording made here reads, checks
+and replays like any other, and `observatory live --connect` watches it.
+
+Never harm the engine: nothing here raises into vLLM. The first failure of the observatory's
+own code (a hook, a record, a full disk) is reported once (`warn`, into vLLM's log) and the
+observer stops observing that engine, sealing what it recorded so far; vLLM goes on with its own
+methods (engine.adapters.guard).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import socket
+import threading
+import time
+from typing import Any, Callable
+
+import msgspec
+
+from engine import __version__
+from engine.costmodel import CostModel
+from engine.errors import ConfigError
+from engine.host.outbox import Outbox
+from engine.host.recording import RecordingController
+from engine.policy import parse_policy, require_engine_kind
+from engine.run_state import RunState
+from engine.spec import RunSpec
+from engine.stream.protocol import (Ack, AddBurst, Pause, RecordingStatus, Resume, SetPolicy,
+                                    StateChanged, Stop, ToggleRecording)
+from engine.stream.records import (MEASURED_RESOLUTION_S, SCHEMA_VERSION, Arrivals,
+                                   EngineAborted, Header, ObserverError, PolicyChanged,
+                                   RunFinished, encode, measured)
+
+Warn = Callable[[str], None]
+
+
+class Observer:
+    """The stream of one attached engine (`tap`: V0Tap or V1Tap), named `name`
+    (host/pid/engine-index)."""
+
+    def __init__(self, tap: Any, name: str, *, record: str | None, sim: bool,
+                 warn: Warn) -> None:
+        self.tap = tap
+        self.name = name
+        self.warn = warn
+        self.dead = False  # stopped observing (closed, or our own failure)
+        self.step = 0
+        self.sim_s = 0.0
+        self.cost = CostModel()
+        self._t0 = time.perf_counter()
+        self._lock = threading.Lock()  # the stream: steps vs close() from another thread
+        self._arrivals: list[tuple[str, int]] = []
+        self._changes_seen = len(tap.hook.changes)
+        self._acks: list[Callable[[int], None]] = []
+        self._boundary: list[Callable[[int], None]] = []
+        self._warned_recording = False
+        self.outbox = Outbox()
+        self.outbox.on_failure = lambda subscriber, exc: None  # a client: the Fanout drops it
+        self.recording = RecordingController(record, self._on_status)
+        self.server = None
+        kind = tap.kind
+        self.spec = RunSpec(backend="sim" if sim else "gpu", policy=str(tap.hook.policy),
+                            preset="v1-thrash" if kind == "v1" else "seed-5578")
+        self.header = Header(
+            schema=SCHEMA_VERSION, observatory_version=__version__,
+            vllm_version=tap.vllm_version, backend=self.spec.backend, model=tap.model,
+            spec=self.spec.to_dict(),  # the sim's defaults: the engine is the user's, and
+            # its real settings are in engine_config, with the stream's name under "attached"
+            engine_config={**tap.engine_config, "attached": {"name": name}},
+            started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            host=socket.gethostname(), time_axis="sim" if sim else "gpu", engine=kind,
+            time_resolution_s=MEASURED_RESOLUTION_S)
+        try:
+            self.recording.open()
+        except ConfigError as exc:
+            self._warn(f"not recording engine {name}: {exc}")
+            self.recording = RecordingController(None, self._on_status)
+
+    def start(self) -> None:
+        """Begin the stream (the Header), once its server (if any) listens, so every client
+        gets the whole stream."""
+        self._emit(self.header)
+        self.outbox.publish(StateChanged(state=RunState.RUNNING, step=0))
+
+    # ---- what the server needs of a host (engine.stream.server, fanout) -------------------
+    @property
+    def last_state(self) -> StateChanged:
+        return self.outbox.last_state
+
+    @property
+    def last_recording(self) -> RecordingStatus:
+        return self.outbox.last_recording
+
+    @property
+    def last_progress(self):  # noqa: ANN201
+        return self.outbox.last_progress
+
+    def add_listener(self, listener) -> None:  # noqa: ANN001
+        self.outbox.add_listener(listener)
+
+    def remove_listener(self, listener) -> None:  # noqa: ANN001
+        self.outbox.remove_listener(listener)
+
+    def submit(self, command: Any, source: str, reply: Callable[[Ack], None] | None = None,
+               *, allow_path: bool = False) -> None:
+        """A client's command. Only `policy` and `record` apply to an engine its own program
+        drives; each gets exactly one Ack (after the change is in the stream)."""
+        command_id, op = getattr(command, "id", 0), getattr(command, "op", "?")
+
+        def ack(ok: bool, message: str = "", step: int | None = None) -> None:
+            if reply is not None:
+                reply(Ack(id=command_id, op=op, ok=ok, message=message, step=step))
+
+        if self.dead:
+            return ack(False, "this engine is no longer observed")
+        kind = type(command)
+        if kind is SetPolicy:
+            try:
+                if not isinstance(command.policy, str):
+                    raise ConfigError("policy needs a policy name")
+                policy = parse_policy(command.policy)
+                require_engine_kind(policy, self.tap.kind)
+            except ConfigError as exc:
+                return ack(False, str(exc))
+            with self._lock:
+                self.tap.hook.set_policy(policy, source)
+                self._acks.append(lambda step: ack(True, "", step))
+            return None
+        if kind is ToggleRecording:
+            target = command.target
+            if target not in (None, "on", "off") and not allow_path:
+                return ack(False, "a remote client cannot choose file names: send record on, "
+                                  "off, or nothing to toggle")
+
+            def toggle(step: int) -> None:
+                spec = msgspec.structs.replace(self.spec, policy=str(self.tap.hook.policy))
+                ok, message = self.recording.toggle(target, step, self.header, spec)
+                ack(ok, message, step)
+
+            with self._lock:
+                self._boundary.append(toggle)
+            return None
+        if kind in (Pause, Resume, AddBurst, Stop):
+            return ack(False, f"{op} does not apply to an attached engine: its own program "
+                              f"adds the requests and steps it; switch the policy or the "
+                              f"recording")
+        return ack(False, f"not a command: {kind.__name__}")
+
+    # ---- the tap's calls (vLLM's thread); none of them raises ------------------------------
+    def before_step(self) -> None:
+        if self.dead:
+            return
+        try:
+            with self._lock:
+                boundary, self._boundary = self._boundary, []
+                arrivals, self._arrivals = self._arrivals, []
+            for fn in boundary:
+                fn(self.step)
+            if arrivals:
+                self._emit(Arrivals(step=self.step, sim_s=self.sim_s, source="workload",
+                                    request_ids=[r for r, _ in arrivals],
+                                    prompt_tokens=[n for _, n in arrivals],
+                                    arrival_s=[self.sim_s] * len(arrivals)))
+        except Exception as exc:  # noqa: BLE001
+            self.fail("before a step", exc)
+
+    def after_step(self) -> None:
+        if self.dead:
+            return
+        try:
+            step = self.step
+            hook = self.tap.hook
+            changes = hook.changes
+            for _, old, new, source in changes[self._changes_seen:]:
+                self._emit(PolicyChanged(step=step, old=str(old), new=str(new), source=source))
+            self._changes_seen = len(changes)
+            record = self.tap.record(step, self.cost, self.sim_s,
+                                     time.perf_counter() - self._t0)
+            record.exec_s = measured(record.exec_s)
+            record.wall_s = measured(record.wall_s)
+            self.sim_s = record.sim_s
+            self._emit(record)
+            self.step = step + 1
+            if self._acks and not hook.has_pending:  # the change (if any) is in the stream
+                with self._lock:
+                    acks, self._acks = self._acks, []
+                for ack in acks:
+                    ack(step)
+        except Exception as exc:  # noqa: BLE001
+            self.fail("after a step", exc)
+
+    def added(self, request_id: str, prompt_tokens: int) -> None:
+        if self.dead:
+            return
+        try:
+            with self._lock:
+                self._arrivals.append((request_id, prompt_tokens))
+        except Exception as exc:  # noqa: BLE001
+            self.fail("add_request", exc)
+
+    def aborted(self, exc: BaseException) -> None:
+        """vLLM raised out of its step: record it (the engine's failure, not ours)."""
+        if self.dead:
+            return
+        try:
+            state = self.tap.abort_state()
+            self._emit(EngineAborted(step=self.step, message=_first_line(exc),
+                                     error=type(exc).__name__, sim_s=self.sim_s,
+                                     wall_s=time.perf_counter() - self._t0, **state))
+            self.close("aborted")
+        except Exception as inner:  # noqa: BLE001
+            self.fail("recording vLLM's abort", inner)
+
+    # ---- ending -----------------------------------------------------------------------
+    def close(self, reason: str = "completed") -> None:
+        """End the stream (RunFinished) and stop observing; the engine keeps vLLM's methods
+        from here on only if `detach` is called (closing at exit leaves them)."""
+        with self._lock:
+            if self.dead:
+                return
+            self.dead = True
+        try:
+            self._emit(RunFinished(steps=self.step, reason=reason, sim_s=self.sim_s,
+                                   wall_s=time.perf_counter() - self._t0))
+        except Exception:  # noqa: BLE001
+            self.recording.seal(reason)
+        if self.server is not None:
+            try:
+                self.server.close("the engine's program ended")
+            except Exception:  # noqa: BLE001
+                pass
+
+    def fail(self, where: str, exc: BaseException) -> None:
+        """Our own code failed: one warning, seal the recording with an ObserverError, and
+        leave the engine to vLLM's own methods."""
+        if self.dead:
+            return
+        self.tap.guard.broken = True
+        self._warn(f"stopped watching engine {self.name} ({where}: "
+                   f"{type(exc).__name__}: {_first_line(exc)}); vLLM runs on unchanged")
+        try:
+            self._emit(ObserverError(step=self.step, where=where, error=type(exc).__name__,
+                                     message=_first_line(exc)))
+        except Exception:  # noqa: BLE001
+            pass
+        self.close("observer_error")
+
+    # ---- helpers ------------------------------------------------------------------------
+    def _emit(self, item: Any) -> None:
+        line = encode(item) + b"\n"
+        if self.recording.write(item, line):
+            self.outbox.recorded(item, line)
+
+    def _on_status(self, status: RecordingStatus) -> None:
+        if status.error is not None and not self._warned_recording:
+            self._warned_recording = True
+            self._warn(f"stopped recording engine {self.name} to "
+                       f"{status.path or status.closed}: {status.error}; vLLM runs on "
+                       f"unchanged")
+        self.outbox.publish(status)
+
+    def _warn(self, message: str) -> None:
+        try:
+            self.warn(message)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,272 @@
+"""Read a recording from its end: the recorder's index (engine.stream.records.Index) and only
+the frames a reader asks for, instead of the whole file.
+
+Why: `summary` of a 100,000-step run and a replay's first screen need the run's totals and its
+last steps, not 60 MB of JSON. The recorder ends a file it closes with one small zstd frame
+(a plain file: one line) holding the index and the final Check, so:
+
+- `open_indexed(path)` reads the file's last TAIL_BYTES, finds that frame (the last zstd magic
+  from which exactly one complete, checksummed frame runs to the end of the file), proves the
+  index line by the final Check's CRC and line count, and returns an `IndexedFile`, or None:
+  the file has no index (written before indexes, or cut before its close: a crash, a kill),
+  or the tail is not what the recorder writes. None is never an error: the caller reads the
+  whole file (engine.stream.reader.load), whose checks say what, if anything, is wrong.
+- `IndexedFile.frame_records(k)` decodes frame k on its own (each frame starts right after a
+  Check line), checks each of its blocks against its Check line, and returns its records.
+
+What this path does not do is prove the rest of the file: `verify` and every full `load` read
+and check everything, the index included (integrity.index_disagrees). Only msgspec and (for
+`.zst`) zstandard are imported here.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from engine.stream import limits
+from engine.stream.integrity import CHECK_PREFIX, INDEX_PREFIX
+from engine.stream.records import Check, Header, Index, Record
+from engine.stream.zstdframes import ZSTD_MAGIC
+
+TAIL_BYTES = 256 << 10
+"""How much of the end is read to find the index. A 100,000-step index is ~1 KB; one with
+a frame every MB of text fits a run of tens of GB."""
+
+_index_decoder = msgspec.json.Decoder(Index)
+_check_decoder = msgspec.json.Decoder(Check)
+_record_decoder = msgspec.json.Decoder(Record)
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+
+class IndexDamaged(Exception):
+    """A frame the index points at does not decode or check: read the whole file instead."""
+
+
+@dataclass
+class IndexedFile:
+    """A closed recording's index, and frames read from it on demand."""
+
+    path: str
+    index: Index
+    compressed: bool
+    size: int
+    # Frames decoded so far (k -> (header, records)): a replay's window and its background
+    # read share them, so a frame is decoded once. Records are immutable; dict reads and
+    # writes are atomic, so the two threads need no lock.
+    cache: dict[int, tuple[Header | None, list[Record]]] = field(default_factory=dict)
+
+    def frame_span(self, k: int) -> tuple[int, int]:
+        """Byte range of frame k (the last one ends where the index's frame starts)."""
+        frames = self.index.frames
+        end = frames[k + 1][0] if k + 1 < len(frames) else self.index.index_offset
+        return frames[k][0], end
+
+    def frame_of(self, step: int) -> int:
+        """The frame that holds `step` (the last one whose first step is at or before it)."""
+        frames = self.index.frames
+        lo, hi = 0, len(frames) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if frames[mid][1] <= step:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def frame_text(self, k: int) -> bytes:
+        start, end = self.frame_span(k)
+        if not 0 <= start < end <= self.size:
+            raise IndexDamaged(f"frame {k} lies outside the file")
+        with open(self.path, "rb") as f:
+            f.seek(start)
+            data = f.read(end - start)
+        if not self.compressed:
+            return data
+        import zstandard
+
+        try:
+            obj = zstandard.ZstdDecompressor().decompressobj()
+            text = obj.decompress(data)
+        except zstandard.ZstdError as exc:
+            raise IndexDamaged(f"frame {k} does not decode ({exc})") from None
+        if not obj.eof or obj.unused_data:
+            raise IndexDamaged(f"frame {k} does not end where the index says")
+        return text
+
+    def frame_records(self, k: int) -> tuple[Header | None, list[Record]]:
+        """Frame k's records (and, in frame 0, the header), every block checked by its Check
+        line (kept in `cache`). Raises IndexDamaged if anything does not hold."""
+        cached = self.cache.get(k)
+        if cached is None:
+            cached = self.cache[k] = self._decode_frame(k)
+        return cached
+
+    def _decode_frame(self, k: int) -> tuple[Header | None, list[Record]]:
+        text = self.frame_text(k)
+        if len(text) > limits.MAX_RECORDING_BYTES:
+            raise IndexDamaged(f"frame {k} is too large")
+        header = None
+        out: list[Record] = []
+        block_start = 0
+        lines = text.split(b"\n")
+        if lines[-1]:
+            raise IndexDamaged(f"frame {k} ends inside a line")
+        lines.pop()
+        pos = 0
+        count = 0
+        decode = _record_decoder.decode
+        for line in lines:
+            end = pos + len(line) + 1
+            if line.startswith(CHECK_PREFIX):
+                try:
+                    check = _check_decoder.decode(line)
+                except _DECODE_ERRORS:
+                    raise IndexDamaged(f"frame {k} has a damaged check line") from None
+                if check.lines != count or check.crc != zlib.crc32(text[block_start:pos]):
+                    raise IndexDamaged(f"frame {k} does not match its checks")
+                block_start, count = end, 0
+            else:
+                count += 1
+                if k == 0 and header is None and pos == 0:
+                    from engine.stream.reader import RecordingError, parse_header
+
+                    try:
+                        header = parse_header(line, self.path)
+                    except RecordingError as exc:
+                        raise IndexDamaged(str(exc)) from None
+                else:
+                    try:
+                        out.append(decode(line))
+                    except _DECODE_ERRORS:
+                        raise IndexDamaged(f"frame {k} has a line that does not decode"
+                                           ) from None
+            pos = end
+        if count:
+            raise IndexDamaged(f"frame {k} ends with lines no check covers")
+        return header, out
+
+    def header(self) -> Header:
+        """The header: the first line of frame 0, which the recorder seals as a block of its
+        own (so its Check line follows it; otherwise the whole frame is read and checked)."""
+        text = self.frame_text(0)
+        end = text.find(b"\n")
+        check_end = text.find(b"\n", end + 1)
+        if end > 0 and check_end > 0:
+            try:
+                check = _check_decoder.decode(text[end + 1:check_end])
+            except _DECODE_ERRORS:
+                check = None
+            if check is not None and check.lines == 1 \
+                    and check.crc == zlib.crc32(text[:end + 1]):
+                from engine.stream.reader import RecordingError, parse_header
+
+                try:
+                    return parse_header(text[:end], self.path)
+                except RecordingError as exc:
+                    raise IndexDamaged(str(exc)) from None
+        header, _ = self.frame_records(0)
+        if header is None:
+            raise IndexDamaged("frame 0 has no header")
+        return header
+
+
+def open_indexed(path: str | os.PathLike[str]) -> IndexedFile | None:
+    """The file's index if it ends with one the final Check vouches for, else None."""
+    if str(path) == "-":
+        return None
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            start = max(0, size - TAIL_BYTES)
+            f.seek(start)
+            tail = f.read()
+            f.seek(0)
+            magic = f.read(4)
+    except (OSError, ValueError):
+        return None
+    if len(tail) != size - start:
+        return None
+    if magic == ZSTD_MAGIC:
+        found = _zstd_tail(tail, start)
+        compressed = True
+    else:
+        found = _plain_tail(tail, start)
+        compressed = False
+    if found is None:
+        return None
+    index, offset = found
+    if index.index_offset != offset or not index.frames or index.frames[0][0] != 0:
+        return None
+    if any(b[0] <= a[0] for a, b in zip(index.frames, index.frames[1:])) \
+            or index.frames[-1][0] >= offset:
+        return None
+    return IndexedFile(str(path), index, compressed, size)
+
+
+def _sealed_index(text: bytes) -> Index | None:
+    """`text` is exactly an index line and a final Check that covers it: the Index, or None."""
+    lines = text.split(b"\n")
+    if len(lines) != 3 or lines[2] or not lines[0].startswith(INDEX_PREFIX):
+        return None
+    try:
+        check = _check_decoder.decode(lines[1])
+        if not check.final or check.lines != 1 or check.crc != zlib.crc32(lines[0] + b"\n"):
+            return None
+        return _index_decoder.decode(lines[0])
+    except _DECODE_ERRORS:
+        return None
+
+
+def _zstd_tail(tail: bytes, start: int) -> tuple[Index, int] | None:
+    """The index frame: the last magic from which one whole, checksummed frame runs to the
+    end. A magic number that happens to sit inside compressed data does not decode so."""
+    import zstandard
+
+    dctx = zstandard.ZstdDecompressor()
+    at = len(tail)
+    while True:
+        at = tail.rfind(ZSTD_MAGIC, 0, at)
+        if at < 0:
+            return None
+        if at + 4 < len(tail) and tail[at + 4] & 0x04:  # a content checksum, as the recorder's
+            try:
+                obj = dctx.decompressobj()
+                text = obj.decompress(tail[at:])
+            except zstandard.ZstdError:
+                text = None
+            if text is not None and obj.eof and not obj.unused_data:
+                index = _sealed_index(text)
+                return None if index is None else (index, start + at)
+        if at == 0:
+            return None
+
+
+def _plain_tail(tail: bytes, start: int) -> tuple[Index, int] | None:
+    if not tail.endswith(b"\n"):
+        return None
+    check_at = tail.rfind(b"\n", 0, len(tail) - 1) + 1
+    if check_at <= 0:
+        return None
+    index_at = tail.rfind(b"\n", 0, check_at - 1) + 1
+    if index_at <= 0 and start > 0:
+        return None  # the index line starts before the tail: too long to be the recorder's
+    index = _sealed_index(tail[index_at:])
+    return None if index is None else (index, start + index_at)
+
+
+def summary_of(indexed: IndexedFile) -> Any:
+    """The index's summary as engine.analysis.summary's Summary or V1Summary, or None."""
+    raw = indexed.index.summary
+    if raw is None:
+        return None
+    from engine.analysis.summary import Summary, V1Summary
+
+    try:
+        return msgspec.convert(raw, V1Summary if raw.get("engine") == "v1" else Summary)
+    except (msgspec.ValidationError, AttributeError):
+        return None

@@ -1,0 +1,88 @@
+"""vLLM 0.33.0's own test files, from its sdist, cached outside the clone.
+
+The wheel carries no tests (`vllm/` only), and vLLM's tests are not ours to commit, so the
+sdist is fetched once from the package index (the file and its sha256 as PyPI lists them) into
+`~/.cache/vllm-observatory/vllm-sdist-tests/0.33.0/` (VLLM_OBSERVATORY_CACHE overrides the
+root), and only its `tests/` tree and `pyproject.toml` (vLLM's pytest markers) are unpacked.
+`pip download --no-binary :all: vllm==0.33.0` would fetch the same file but then builds its
+metadata, which installs vLLM's build requirements (torch, cmake) first: minutes and gigabytes
+for a 47 MB archive, so the index's URL is read directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tarfile
+import urllib.request
+from pathlib import Path
+
+VERSION = "0.33.0"
+SDIST = f"vllm-{VERSION}.tar.gz"
+URL = ("https://files.pythonhosted.org/packages/f7/25/"
+       "aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/vllm-0.33.0.tar.gz")
+SHA256 = "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112"
+SCHEDULER_TESTS = "tests/v1/core/test_scheduler.py"
+
+
+class Unavailable(Exception):
+    """The sdist is neither cached nor downloadable (offline): callers skip, saying so."""
+
+
+def cache_root() -> Path:
+    base = os.environ.get("VLLM_OBSERVATORY_CACHE") or Path.home() / ".cache" / "vllm-observatory"
+    return Path(base) / "vllm-sdist-tests" / VERSION
+
+
+def _download(dest: Path) -> None:
+    part = dest.with_suffix(".part")
+    try:
+        with urllib.request.urlopen(URL, timeout=120) as response, open(part, "wb") as out:
+            shutil.copyfileobj(response, out)
+    except OSError as exc:
+        part.unlink(missing_ok=True)
+        raise Unavailable(f"cannot download {SDIST} ({exc}); put it in {dest.parent}") from exc
+    digest = hashlib.sha256(part.read_bytes()).hexdigest()
+    if digest != SHA256:
+        part.unlink()
+        raise Unavailable(f"{SDIST}: sha256 {digest}, PyPI lists {SHA256}")
+    part.replace(dest)
+
+
+def hf_cache() -> Path:
+    """A Hugging Face hub cache holding `facebook/opt-125m`'s config (the observatory's own
+    copy, engine/adapters/models/opt-125m), for HF_HUB_OFFLINE runs: vLLM's scheduler tests
+    build a ModelConfig of that repo id, which reads its config.json and nothing else. (The
+    tests of multimodal and hybrid models name llava-hf/llava-1.5-7b-hf and
+    Qwen/Qwen3-Next-80B-A3B-Instruct, whose configs are not here: they fail alike with and
+    without the observatory.)"""
+    repo = Path(__file__).resolve().parents[2]
+    hub = cache_root() / "hf-hub"
+    model = hub / "models--facebook--opt-125m"
+    snapshot = model / "snapshots" / "observatory"
+    snapshot.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(repo / "engine" / "adapters" / "models" / "opt-125m" / "config.json",
+                    snapshot / "config.json")
+    (model / "refs").mkdir(exist_ok=True)
+    (model / "refs" / "main").write_text("observatory")
+    return hub
+
+
+def tests_root() -> Path:
+    """The unpacked sdist root holding `tests/` and `pyproject.toml` (downloaded on first use)."""
+    root = cache_root()
+    unpacked = root / f"vllm-{VERSION}"
+    if (unpacked / SCHEDULER_TESTS).exists():
+        return unpacked
+    root.mkdir(parents=True, exist_ok=True)
+    archive = root / SDIST
+    if not archive.exists():
+        _download(archive)
+    prefix = f"vllm-{VERSION}/"
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers()
+                   if (m.name.startswith(prefix + "tests/") or m.name == prefix + "pyproject.toml")
+                   and (m.isfile() or m.isdir())]
+        tar.extractall(root, members=members, filter="data")
+    return unpacked

@@ -1,0 +1,128 @@
+"""The attached mode on vLLM 0.33's V1 engine (issue #19): `LLM(scheduler_cls=
+engine.ObservedScheduler)` configured by the OBSERVATORY_* environment, and
+`engine.attach(scheduler)` on a Scheduler vLLM built, both in-process with the sim executor,
+and `observatory exec --sim` on a script whose EngineCore runs in its own process. The
+recording says what the script saw; a V0 policy is refused in one line.
+
+Needs vLLM 0.33 and PYTHONHASHSEED=0 (like tests/test_v1_engine.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.adapters.versions import installed_version, release_for
+
+_release = release_for(installed_version())
+pytestmark = pytest.mark.skipif(
+    _release is None or _release.engine != "v1",
+    reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = str(ROOT / "engine" / "adapters" / "models" / "llama-16k")
+PROMPTS = [{"prompt_token_ids": [3 + (i * 7 + k) % 1000 for k in range(200 + 50 * i)]}
+           for i in range(10)]
+
+
+def _recorded(path: Path) -> tuple[list, list[str]]:
+    from engine.stream.reader import load
+    from engine.stream.records import RunFinished, V1StepRecord
+
+    recording = load(path)
+    assert not recording.truncated  # ended with its end record, even in a spawned EngineCore
+    items = recording.all_items()
+    assert type(items[-1]) is RunFinished
+    steps = [i for i in items if type(i) is V1StepRecord]
+    return steps, sorted(rid for s in steps for rid in s.finished)
+
+
+@pytest.fixture(scope="module")
+def llm_factory():
+    """Builds in-process V1 `LLM`s on the sim executor (the environment a V1 sim needs)."""
+    from engine.adapters.v1.platform import prepare_sim_process
+
+    prepare_sim_process()
+    built = []
+
+    def make(**kwargs):
+        from vllm import LLM
+
+        import engine
+
+        llm = LLM(model=MODEL, skip_tokenizer_init=True, enforce_eager=True,
+                  distributed_executor_backend=engine.SimExecutor,
+                  num_gpu_blocks_override=400, max_num_batched_tokens=256, max_num_seqs=16,
+                  max_model_len=4096, **kwargs)
+        built.append(llm)
+        return llm
+
+    yield make
+    for llm in built:
+        llm.llm_engine.engine_core.shutdown()
+
+
+def _generate(llm) -> list[str]:
+    from vllm import SamplingParams
+
+    params = SamplingParams(n=1, max_tokens=30, ignore_eos=True, detokenize=False)
+    outs = llm.generate(PROMPTS, params, use_tqdm=False)
+    return sorted(o.request_id for o in outs if o.finished)
+
+
+def test_observed_scheduler_records_from_the_environment(llm_factory, tmp_path, monkeypatch):
+    import engine
+    from engine.attached import registry
+
+    monkeypatch.setenv("OBSERVATORY_RECORD", str(tmp_path))
+    monkeypatch.setenv("OBSERVATORY_POLICY", "whole-context")
+    llm = llm_factory(scheduler_cls=engine.ObservedScheduler)
+    finished = _generate(llm)
+    registry.close_all()  # what exit does: every stream gets its end record
+    (path,) = tmp_path.glob("*.jsonl.zst")
+    steps, recorded = _recorded(path)
+    assert recorded == finished and len(finished) == 10
+    assert steps and {s.policy for s in steps} == {"whole-context"}
+    assert sum(s.generated_tokens for s in steps) == 10 * 30
+
+
+def test_attach_to_a_v1_scheduler(llm_factory, tmp_path):
+    import engine
+    from engine.adapters.v1 import family_v033 as fam
+    from engine.errors import ConfigError
+
+    llm = llm_factory()
+    scheduler = fam.scheduler_of(fam.engine_core_of(llm.llm_engine))
+    with pytest.raises(ConfigError, match="V0|v0"):
+        engine.attach(scheduler, policy="strict")
+    bare = engine.attach(scheduler)  # what vLLM's own scheduler tests call: nothing to disk
+    assert bare.observer is not None and bare.address is None
+    bare.close()
+    assert "schedule" not in vars(scheduler)  # vLLM's own methods are back
+    handle = engine.attach(scheduler, record=str(tmp_path / "v1.jsonl.zst"))
+    handle.set_policy("whole-context")
+    finished = _generate(llm)
+    handle.close()
+    steps, recorded = _recorded(tmp_path / "v1.jsonl.zst")
+    assert recorded == finished and len(finished) == 10
+    assert steps[0].policy == "whole-context"
+
+
+def test_exec_sim_runs_a_v1_script_with_its_engine_core_in_a_process(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = ROOT / "tests" / "fixtures" / "attach" / "v1_rollout.py"
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "exec", "--sim", "--record",
+                           str(tmp_path), "--", sys.executable, str(script), MODEL],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    seen = json.loads(line[len("RESULT "):])
+    (path,) = tmp_path.glob("*.jsonl.zst")
+    steps, recorded = _recorded(path)
+    assert recorded == seen["finished"] and len(recorded) == 10
+    assert sum(s.generated_tokens for s in steps) == seen["generated"] == 300

@@ -1,0 +1,39 @@
+"""Fidelity on V1 (issue 18, item 8): vLLM 0.33.0's own `tests/v1/core/test_scheduler.py`, with
+the observatory attached (`engine.attach`) to every Scheduler it builds under `off`, gives every
+test the outcome it has bare (tests/fidelity_v1/bare-0.33.0.txt). vLLM's file is not ours: it
+comes from the 0.33.0 sdist, cached outside the clone (tests/fidelity_v1/vllm_tests.py); where
+it is neither cached nor downloadable the test skips and says so."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engine.adapters.versions import installed_version, release_for
+
+_release = release_for(installed_version())
+pytestmark = pytest.mark.skipif(
+    _release is None or _release.engine != "v1",
+    reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
+
+
+def test_vllms_scheduler_tests_keep_their_outcomes_with_the_observatory_attached():
+    from tests.fidelity_v1 import run as fidelity
+    from tests.fidelity_v1.vllm_tests import Unavailable
+
+    try:
+        observed, summary = fidelity.run("off")
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    bare = fidelity.read_bare()
+    assert set(observed) == set(bare)
+    changed = {name: (bare[name], outcome) for name, (outcome, _) in observed.items()
+               if outcome != bare[name]}
+    assert not changed, changed
+    attached = re.match(r"observatory fidelity: attached to (\d+) of (\d+) schedulers "
+                        r"\(policy off\), a hook failed in (\d+) tests", summary)
+    assert attached, summary
+    assert int(attached.group(1)) == int(attached.group(2)) > 100
+    assert attached.group(3) == "0"
+    assert sum(outcome == "passed" for outcome in bare.values()) > 200

@@ -1,0 +1,315 @@
+"""vLLM 0.33's CPU KV tier under the observatory: vLLM's own OffloadingConnector (its scheduler
+side, CPUOffloadingManager and LRU eviction) with the sim executor as its worker, the tier in
+each V1 step record, and the `v1-prefix-offload` preset.
+
+The engine tests run only where vLLM 0.33 is installed (`pip install -e '.[vllm033,test]'`) and
+need PYTHONHASHSEED=0 from the interpreter's start: `PYTHONHASHSEED=0 pytest
+tests/test_v1_tier.py`. The record and plot tests at the end need no vLLM and run everywhere.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import msgspec
+import pytest
+
+from engine.adapters.versions import installed_version, release_for
+from engine.stream.records import (SCHEMA_VERSION, Header, RunFinished, V1StepRecord,
+                                   decode_record, encode)
+
+_release = release_for(installed_version())
+_V1 = _release is not None and _release.engine == "v1"
+needs_v1 = pytest.mark.skipif(
+    not _V1, reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
+if _V1 and sys.flags.hash_randomization:
+    raise RuntimeError("run the V1 tests with PYTHONHASHSEED=0 set before Python starts: "
+                       "PYTHONHASHSEED=0 pytest tests/test_v1_tier.py")
+
+PRESET = "v1-prefix-offload"
+_runs: dict[str, list] = {}
+
+
+def run(**over: Any) -> list:
+    """Everything a session of the preset emitted, once per argument set."""
+    from engine.session import Session
+    from engine.spec import preset_spec
+
+    key = repr(sorted(over.items()))
+    if key not in _runs:
+        items: list = []
+        session = Session(preset_spec(PRESET, **over).validated())
+        session.subscribe(items.append)
+        session.run()
+        _runs[key] = items
+    return _runs[key]
+
+
+def steps_of(items: list) -> list[V1StepRecord]:
+    return [i for i in items if type(i) is V1StepRecord]
+
+
+@needs_v1
+def test_prefixes_come_back_from_the_cpu_tier_and_the_bytes_equal_vllms_counters():
+    """The counters are vLLM's own Prometheus ones (what /metrics shows), fed by the bytes
+    the sim worker reported for each job it completed; the records count each job's bytes
+    when vLLM issued it. Every job is done by the end, so the two must agree exactly."""
+    from engine.adapters.v1.offload_metrics import read_counters
+    from engine.analysis.summary import summarize
+
+    items = run()
+    counters = read_counters()  # the engine built last: this run's
+    summary = summarize(items)
+    steps = steps_of(items)
+    assert summary.end_reason == "completed" and summary.finished_requests == 64
+    assert summary.cpu_tier_hit_tokens > 0 and summary.cpu_tier_loads > 0
+    assert summary.cpu_tier_stores > 0
+    assert summary.cpu_tier_load_bytes == counters.load_bytes > 0
+    assert summary.cpu_tier_store_bytes == counters.store_bytes > 0
+    assert summary.cpu_tier_hit_tokens == counters.external_hit_tokens  # no preemptions here
+    assert sum(s.cpu_load_bytes for s in steps) == counters.load_bytes
+    # the tier fills up and LRU evicts: the preset's tier is smaller than what it stores
+    assert summary.peak_cpu_tier_chunks == summary.cpu_tier_chunks > 0
+    assert summary.cpu_tier_evictions > 0
+    assert all(s.cpu_chunks <= s.cpu_chunks_total for s in steps)
+    assert steps[-1].cpu_in_flight == 0  # no job left waiting: the engine can go idle
+
+
+@needs_v1
+def test_without_the_tier_the_same_preset_computes_more_tokens():
+    from engine.analysis.summary import summarize
+
+    tier = summarize(run())
+    none = summarize(run(kv_offloading_gib=0.0))
+    assert none.computed_tokens > tier.computed_tokens
+    assert none.finished_requests == tier.finished_requests == 64
+    assert (none.cpu_tier_chunks, none.cpu_tier_loads, none.cpu_tier_hit_tokens) == (0, 0, 0)
+    assert all(s.cpu_chunks_total == 0 and s.cpu_pct == 0.0 for s in steps_of(run(
+        kv_offloading_gib=0.0)))
+
+
+@needs_v1
+def test_the_bandwidth_delays_completions_by_steps_and_the_clock_charges_them():
+    """At 0.5 GB/s a prefix's load (64 blocks of 589,824 bytes: 75 ms) outlasts many 5 ms
+    steps: its request waits that many steps, some steps have nothing else to do, and the run
+    takes longer on the simulated clock. Decisions about what to load do not change."""
+    from engine.analysis.summary import summarize
+
+    fast, slow = summarize(run()), summarize(run(offload_bandwidth_gbps=0.5))
+    assert slow.steps > fast.steps and slow.sim_seconds > fast.sim_seconds
+    assert slow.cpu_tier_load_bytes == fast.cpu_tier_load_bytes
+    assert slow.computed_tokens == fast.computed_tokens
+    idle = [s for s in steps_of(run(offload_bandwidth_gbps=0.5)) if s.batched_tokens == 0]
+    assert idle and all(s.cpu_in_flight > 0 for s in idle)
+
+
+@needs_v1
+def test_a_step_that_must_wait_for_a_flushed_store_is_charged_the_wait():
+    """A preempted request's stores in flight are flushed (vLLM's `jobs_to_flush`): the
+    worker waits for them before the forward pass, and the sim charges that step the wait."""
+    from engine.session import Session
+    from engine.spec import preset_spec
+
+    items: list = []
+    session = Session(preset_spec("v1-concurrent-prefill", kv_offloading_gib=0.5,
+                                  offload_bandwidth_gbps=2.0, max_steps=60).validated())
+    session.subscribe(items.append)
+    session.run()
+    waited = [s for s in steps_of(items) if s.cpu_wait_s > 0]
+    assert waited and all(s.preempted for s in waited)
+    cost = session.spec.cost
+    for s in waited:
+        assert s.sim_step_s >= s.cpu_wait_s + cost.base_s
+
+
+@needs_v1
+def test_a_request_aborted_mid_load_is_reported_and_freed():
+    """vLLM frees an aborted request's blocks only when its load is reported: the worker
+    reports it like any other, so nothing waits for a transfer forever."""
+    from vllm.v1.request import RequestStatus
+
+    from engine.adapters.v1.offload_metrics import read_counters
+    from engine.analysis.summary import summarize
+    from engine.session import Session
+    from engine.spec import preset_spec
+
+    items: list = []
+    aborted: list[str] = []
+    # a step limit well past the run's ~1,500 steps: a load never reported would keep the
+    # engine stepping for good (vLLM waits for it), and the run would stop there instead
+    session = Session(preset_spec(PRESET, offload_bandwidth_gbps=0.5,
+                                  max_steps=4000).validated())
+
+    def abort_one_loading(item: Any) -> None:
+        items.append(item)
+        if aborted or type(item) is not V1StepRecord or not item.cpu_loads:
+            return
+        scheduler = session.driver.scheduler
+        loading = [rid for rid, r in scheduler.requests.items()
+                   if r.status == RequestStatus.WAITING_FOR_REMOTE_KVS]
+        if loading:
+            aborted.append(loading[0])
+            session.driver.engine.abort_request([loading[0]])
+
+    session.subscribe(abort_one_loading)
+    session.run()
+    assert aborted
+    summary = summarize(items)
+    last = steps_of(items)[-1]
+    assert summary.end_reason == "completed" and summary.finished_requests == 63
+    assert (last.running, last.waiting, last.gpu_used, last.cpu_in_flight) == (0, 0, 0, 0)
+    assert not session.driver.scheduler.requests
+    assert summary.cpu_tier_load_bytes == read_counters().load_bytes
+
+
+@needs_v1
+def test_two_runs_write_the_same_records_and_the_recording_verifies(tmp_path):
+    from engine.analysis.verify import verify_file
+    from engine.session import Session
+    from engine.spec import preset_spec
+    from engine.stream.recorder import Recorder
+
+    path = tmp_path / "tier.jsonl"
+    first: list = []
+    recorder = Recorder(str(path))
+    session = Session(preset_spec(PRESET).validated())
+    session.subscribe(first.append)
+    session.subscribe(recorder.sink)
+    session.run()
+    recorder.close()
+    a, b = steps_of(first), steps_of(run())
+
+    def without_wall(s: V1StepRecord) -> V1StepRecord:
+        return msgspec.structs.replace(s, wall_s=0.0, exec_s=0.0)
+
+    assert [without_wall(s) for s in a] == [without_wall(s) for s in b]
+    assert any(s.cpu_evictions for s in a)
+    result = verify_file(str(path))
+    assert result.ok, result.message
+    assert result.steps_checked == len(a)
+
+
+@needs_v1
+def test_the_run_command_reports_the_tier_in_its_json():
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "run", "--preset", PRESET, "--json",
+                          "--no-record"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    summary = msgspec.json.decode(out.stdout)
+    assert summary["engine"] == "v1" and summary["end_reason"] == "completed"
+    assert summary["cpu_tier_hit_tokens"] > 0 and summary["cpu_tier_chunks"] > 0
+    for key in ("cpu_tier_loads", "cpu_tier_load_bytes", "cpu_tier_stores",
+                "cpu_tier_store_bytes", "cpu_tier_evictions", "peak_cpu_tier_chunks",
+                "cpu_tier_wait_seconds"):
+        assert key in summary
+
+
+@needs_v1
+def test_a_dry_run_resolves_the_v1_engine_and_its_tier_without_building_it():
+    from engine.dry_run import format_text, resolve
+    from engine.spec import preset_spec
+
+    data = resolve(preset_spec(PRESET).validated())
+    assert (data["engine"], data["vllm_version"]) == ("v1", "0.33.0")
+    assert data["executor_class"] == "engine.adapters.v1.sim_executor.SimExecutor"
+    args = data["engine_args"]
+    assert (args["kv_connector"], args["kv_offloading_size_gib"]) == ("OffloadingConnector", 0.17)
+    assert args["enable_prefix_caching"] and args["num_gpu_blocks_override"] == 200
+    assert "kv_connector" in format_text(data)
+
+
+@needs_v1
+def test_a_tier_too_small_for_one_chunk_is_one_line():
+    from engine.errors import ConfigError
+    from engine.session import Session
+    from engine.spec import preset_spec
+
+    with pytest.raises(ConfigError) as error:
+        Session(preset_spec(PRESET, kv_offloading_gib=0.0001).validated()).prepare()
+    message = str(error.value)
+    assert "\n" not in message and "holds no chunk" in message and "at least 0.0006" in message
+
+
+@needs_v1
+def test_the_sim_worker_reports_each_job_once_when_its_bytes_have_moved():
+    """The worker's timing on vLLM's own metadata classes: a load of 8 blocks at 1 GB/s
+    (8 x 589,824 bytes: 4.7 ms) issued at 0 s is done within a 5 ms step; a store is submitted
+    only at the next step's start and queues behind the one before it."""
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.common import (
+        OffloadingConnectorMetadata, TransferJob)
+    from vllm.v1.kv_offload.base import GPULoadStoreSpec
+    from vllm.v1.kv_offload.cpu.common import CPULoadStoreSpec
+
+    from engine.adapters.v1.sim_offload_worker import SimOffloadWorker
+
+    block = 589_824
+
+    def gpu(n: int) -> GPULoadStoreSpec:
+        return GPULoadStoreSpec(list(range(1, n + 1)), group_sizes=[n], block_indices=[0])
+
+    def cpu(n: int) -> Any:
+        return CPULoadStoreSpec(list(range(n)))
+
+    worker = SimOffloadWorker(block, 1e9)
+    worker.min_step_s = lambda: 0.005
+    meta = OffloadingConnectorMetadata(
+        load_jobs={1: TransferJob("a", cpu(8), gpu(8))},
+        store_jobs={2: TransferJob("b", gpu(16), cpu(16)), 3: TransferJob("c", gpu(16),
+                                                                          cpu(16))})
+    out = worker.step(meta)
+    assert out.kv_connector_worker_meta.completed_jobs == {1: 1}
+    assert out.finished_recving == {"a"} and out.finished_sending == set()
+    assert out.kv_connector_worker_meta.transfer_stats.load.bytes == 8 * block
+    empty = OffloadingConnectorMetadata(load_jobs={}, store_jobs={})
+    reported: dict[int, int] = {}
+    for step in range(1, 10):
+        worker.now_s = step * 0.005
+        out = worker.step(empty)
+        if out is not None:
+            for job_id in out.kv_connector_worker_meta.completed_jobs:
+                reported[job_id] = step
+    # submitted at 5 ms, 9.4 ms each on one stream: done at 14.4 and 23.9 ms
+    assert reported == {2: 2, 3: 4}
+    assert worker.in_flight == 0
+
+
+# ---------------------------------------------------------------------- no vLLM needed
+def _step(i: int, **over: Any) -> V1StepRecord:
+    fields: dict[str, Any] = dict(
+        step=i, wall_s=0.001 * (i + 1), sim_s=0.01 * (i + 1), sim_step_s=0.01, policy="off",
+        running=1, waiting=0, finished_total=0, gpu_used=10, gpu_total=199, kv_tokens=160,
+        batched_tokens=64, token_budget=2048, new=[], resumed=[], scheduled=[("0", 64)],
+        preempted=[], prefix_hit_tokens=0, recomputed_tokens=0, prompt_tokens=64,
+        generated_tokens=0, decode_reqs=0, first_tokens=[], finished=[], withheld=False,
+        held_back=0, computed_total=64 * (i + 1), recomputed_total=0, preemptions_total=0)
+    fields.update(over)
+    return V1StepRecord(**fields)
+
+
+def test_a_v1_record_from_before_the_tier_reads_with_no_tier():
+    line = encode(_step(3))
+    old = msgspec.json.decode(line)
+    for key in [k for k in old if k.startswith("cpu_")]:
+        del old[key]  # what a recording made before the tier holds
+    record = decode_record(msgspec.json.encode(old))
+    assert (record.cpu_chunks, record.cpu_chunks_total, record.cpu_load_bytes) == (0, 0, 0)
+    assert (record.cpu_used, record.cpu_total, record.cpu_pct) == (0, 0, 0.0)
+
+
+def test_the_cpu_kv_plot_series_shows_the_tiers_occupancy():
+    """The plots read `cpu_pct` through Run.series, which V1 records feed from the tier."""
+    from engine.spec import preset_spec
+    from engine.stream.run import Run
+
+    header = Header(schema=SCHEMA_VERSION, observatory_version="0.1.0", vllm_version="0.33.0",
+                    backend="sim", model="opt-125m", spec=preset_spec(PRESET).to_dict(),
+                    engine_config={}, started_at="2026-01-01T00:00:00+00:00", host="test",
+                    engine="v1")
+    steps = [_step(i, cpu_chunks=min(309, 64 * i), cpu_chunks_total=309) for i in range(8)]
+    run_ = Run.from_items([header, *steps, RunFinished(steps=8, reason="completed", sim_s=0.08,
+                                                       wall_s=0.008)])
+    xs, ys = run_.series("cpu_pct", 0, 7, 8)
+    assert list(ys) == pytest.approx([100.0 * min(309, 64 * i) / 309 for i in range(8)])
+    assert steps[-1].cpu_pct == 100.0
