@@ -6,7 +6,7 @@ step), the A/B replay by `observatory replay A B` itself, and the calibrated run
 seed's GPU log by `observatory replay RUN --reference REF`. Every picture is of a real run on the
 sim backend: the recordings in recordings/.
 
-Usage: python docs/screenshots.py   (writes docs/*.svg)
+Usage: python docs/screenshots.py   (writes docs/*.svg; `--v1` only the V1 pictures)
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from screens_harness import (LATE, OFF, TOGGLED, live_status, panel_app,  # noqa: E402
-                             view_until)
+from screens_harness import (LATE, OFF, TOGGLED, V1_TOGGLED, live_status,  # noqa: E402
+                             panel_app, view_until)
 from tui.launch import replay_app  # noqa: E402
 
 SIZE = (160, 48)
@@ -56,7 +56,14 @@ async def main() -> None:
     # strict at the step where off aborted (46 s): the real log's windows all in view
     await shoot(replay_app([str(FITTED_STRICT)], autoplay=False, reference=str(REAL)),
                 "fitted-strict-vs-real", ("g", *"2606", "enter"))
+    await v1_shots()
+
+
+async def v1_shots() -> None:
+    """vLLM 0.33's V1 engine: #25538's thrash, and whole-context switched on at step 3,000."""
+    fixed = view_until(V1_TOGGLED, 3600)
+    await shoot(panel_app(fixed, live_status(fixed)), "v1-thrash-fix-mid-run")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(v1_shots() if "--v1" in sys.argv[1:] else main())
