@@ -35,6 +35,10 @@ def _exec(*options: str, pause: bool = False) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _fans_out() -> bool:
+    return _release.family == "v064_0102"
+
+
 def _result(stdout: str) -> dict:
     lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
     assert len(lines) == 1, stdout[-2000:]
@@ -63,7 +67,10 @@ def test_exec_records_what_a_verl_script_saw(tmp_path):
     steps, finished, _ = _steps_and_finished(path)
     assert len(steps) == seen["steps"] > 0
     assert [s.step for s in steps] == list(range(len(steps)))
-    assert finished == sorted(seen["finished"]) and len(finished) == 12
+    # from 0.6.4 an n=8 request runs as 8 groups, and the records name it at each that ends
+    assert sorted(set(finished)) == sorted(seen["finished"]) and len(seen["finished"]) == 12
+    if not _fans_out():
+        assert finished == sorted(seen["finished"])
     assert sum(s.generated_tokens for s in steps) == seen["generated"] == 12 * 8 * 24
     assert "observatory" not in out + err  # nothing to say when nothing went wrong
 
@@ -127,7 +134,7 @@ def test_a_policy_switched_from_a_client_is_in_the_recording(tmp_path):
     assert proc.returncode == 0, err[-3000:]
     seen = _result(out)
     steps, finished, changes = _steps_and_finished(record)
-    assert len(steps) == seen["steps"] and finished == sorted(seen["finished"])
+    assert len(steps) == seen["steps"] and sorted(set(finished)) == sorted(seen["finished"])
     assert [(c.old, c.new, c.source) for c in changes] == [("off", "strict", "remote:pytest")]
     assert "observatory:" not in out + err  # nothing went wrong on the engine's side
     first = changes[0].step

@@ -164,6 +164,12 @@ def install_from_env(kind: str) -> None:
     """Called once vLLM's engine (V0) or scheduler (V1) module is imported in a process run
     by `observatory exec`: attach every engine built from now on."""
     config = attach_env.from_env()
+    if kind == "platform":
+        if config.sim:
+            from engine.adapters.v0 import attach as v0
+
+            v0.install_sim_platform()
+        return
     if kind == "v0":
         from engine.adapters.v0 import attach as v0
 

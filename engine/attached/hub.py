@@ -55,12 +55,16 @@ class Hub:
         threading.Thread(target=self._accept, name="observatory-hub", daemon=True).start()
 
     def close(self) -> None:
+        """Stop listening and remove the directory (the announcements, a generated token)."""
         self._closed.set()
         for call in (lambda: self._listener.shutdown(socket.SHUT_RDWR), self._listener.close):
             try:
                 call()
             except OSError:
                 pass
+        import shutil
+
+        shutil.rmtree(self.directory, ignore_errors=True)
 
     def _accept(self) -> None:
         while not self._closed.is_set():

@@ -167,6 +167,9 @@ def _start_hub(args: argparse.Namespace, env: dict[str, str]):  # noqa: ANN202
     try:
         hub = Hub(address, token, engines_dir)
     except OSError as exc:
+        import shutil
+
+        shutil.rmtree(engines_dir, ignore_errors=True)
         from engine.errors import PeerError
 
         raise PeerError(f"cannot listen on {args.serve}: {exc.strerror or exc}") from None

@@ -75,6 +75,19 @@ def _sim_executor() -> type:
     return _sim["class"]
 
 
+def install_sim_platform() -> None:
+    """vLLM 0.10 detects its platform once per process, and modules keep what they got: the
+    sim's platform (engine.adapters.v0.sim_platform) goes in as soon as `vllm.platforms` is
+    imported, before anything resolves vLLM's own. Earlier releases take `device` instead."""
+    from engine.adapters.versions import installed_version, release_for
+
+    release = release_for(installed_version())
+    if release is not None and release.engine == "v0" and release.version.startswith("0.10"):
+        from engine.adapters.v0 import sim_platform
+
+        sim_platform.install()
+
+
 def install_sim(num_gpu_blocks: int = SIM_GPU_BLOCKS, seed: int = 0) -> None:
     """Every V0 engine built after this runs the sim executor (no model, no GPU), whatever
     picked its executor, with the sim's engine arguments (the family's device, no async output
@@ -93,6 +106,8 @@ def install_sim(num_gpu_blocks: int = SIM_GPU_BLOCKS, seed: int = 0) -> None:
         for name, value in {**family("sim").engine_kwargs(), "enforce_eager": True}.items():
             if hasattr(self, name):
                 setattr(self, name, value)
+        if getattr(self, "block_size", 16) is None:  # 0.10: CUDA's platform would pick 16
+            self.block_size = 16
         return create(self, *args, **kwargs)
 
     create_engine_config._observatory = True  # type: ignore[attr-defined]

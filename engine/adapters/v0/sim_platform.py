@@ -54,11 +54,14 @@ def install() -> None:
     """Make this process's vLLM platform the sim's, unless a device platform is in place
     (vLLM has not resolved one yet, or found none)."""
     global _installed
-    import vllm.platforms
+    import importlib
 
-    current = vllm.platforms._current_platform
+    # the module object itself: `observatory exec` calls this while `vllm.platforms` is still
+    # being imported, before `vllm` has the attribute
+    platforms = importlib.import_module("vllm.platforms")
+    current = platforms._current_platform
     if current is None or current.device_type == "":
-        _installed = vllm.platforms._current_platform = _platform_class()()
+        _installed = platforms._current_platform = _platform_class()()
 
 
 def stand_in_for_config() -> str | None:

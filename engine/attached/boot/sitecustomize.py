@@ -5,7 +5,7 @@ starts (the script, vLLM's EngineCore process, multiprocessing workers, verl's w
 this file at start-up. It does almost nothing then: it runs the sitecustomize that was there
 before (the next one on sys.path, if any) and adds an import hook. When vLLM's V0 engine module
 (`vllm.engine.llm_engine`) or V1 scheduler module (`vllm.v1.core.sched.scheduler`) finishes
-importing, the hook calls engine.attached.api.install_from_env, which attaches every engine the
+importing (and, for the sim on a release that detects its platform, `vllm.platforms`), the hook calls engine.attached.api.install_from_env, which attaches every engine the
 process builds from then on, configured by the OBSERVATORY_* environment
 (engine.attached.env). Processes that never import vLLM pay for one meta-path lookup per import.
 
@@ -20,7 +20,8 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_TRIGGERS = {"vllm.engine.llm_engine": "v0", "vllm.v1.core.sched.scheduler": "v1"}
+_TRIGGERS = {"vllm.platforms": "platform", "vllm.engine.llm_engine": "v0",
+             "vllm.v1.core.sched.scheduler": "v1"}
 
 
 def _chain() -> None:
