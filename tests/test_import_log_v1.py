@@ -1,8 +1,10 @@
 """`observatory import-log` on vLLM V1 logs (issue 18, item 7): every shape V1's stats line takes
 in the wild gives back the same numbers, read by key. The fixtures under fixtures/logs/v1/ hold
 the same two records (A then B, ten seconds apart) in each layout; their headers say where the
-layout comes from. `v033-logger.log` was printed by vLLM 0.33.0's own LoggingStatLogger
-(tests/fixtures/logs/v1/make_v033_logger_log.py) and holds every optional field it logs."""
+layout comes from, their numbers are the suite's own. B carries `Preemptions: 3` where 0.33's
+LoggingStatLogger.log puts that field (after Waiting and Deferred, before the KV usage), though
+0.33 itself never prints it. `v033-logger.log` was printed by vLLM 0.33.0's own
+LoggingStatLogger (fixtures/logs/v1/make_v033_logger_log.py) with every optional field."""
 
 from __future__ import annotations
 
