@@ -1,8 +1,10 @@
 """`observatory import-log` on vLLM V1 logs (issue 18, item 7): every shape V1's stats line takes
 in the wild gives back the same numbers, read by key. The fixtures under fixtures/logs/v1/ hold
 the same two records (A then B, ten seconds apart) in each layout; their headers say where the
-layout comes from. `v033-logger.log` was printed by vLLM 0.33.0's own LoggingStatLogger
-(tests/fixtures/logs/v1/make_v033_logger_log.py) and holds every optional field it logs."""
+layout comes from, their numbers are the suite's own. B carries `Preemptions: 3` where 0.33's
+LoggingStatLogger.log puts that field (after Waiting and Deferred, before the KV usage), though
+0.33 itself never prints it. `v033-logger.log` was printed by vLLM 0.33.0's own
+LoggingStatLogger (fixtures/logs/v1/make_v033_logger_log.py) with every optional field."""
 
 from __future__ import annotations
 
@@ -111,3 +113,27 @@ def test_fit_refuses_a_v1_log_in_one_line(capsys, tmp_path) -> None:
     assert main(["fit", str(FIXTURES / "glued.log"), "-o", str(tmp_path / "f.toml")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a V1 log" in err and "--reference" in err
+
+
+async def test_replay_draws_the_chosen_data_parallel_engine(tmp_path) -> None:
+    """`--reference-engine N` picks one engine's series of a data-parallel V1 log (here over
+    a shipped V0 run: the log's running, waiting and KV, no swap); an engine the log lacks is
+    one error before any screen."""
+    from tui.launch import replay_app
+    from tui.widgets.run_plot import RunPlot
+
+    run = Path(__file__).resolve().parents[1] / "recordings" / "seed-5578-off.jsonl.zst"
+    ref = tmp_path / "dp.reference.jsonl.zst"
+    assert main(["import-log", str(FIXTURES / "data-parallel.log"), "-o", str(ref)]) == 0
+    app = replay_app([str(run)], autoplay=False, reference=str(ref), reference_engine=1)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        await pilot.press("end")
+        await pilot.pause()
+        plot = app.main_screen.query_one("#plot-queues", RunPlot)
+        real = {line.label: list(line.ys) for line in plot._lines if "real log" in line.label}
+        # the run lasts 11.5 s: engine 1's window at 10 s is drawn (engine 0's says 9 and 0),
+        # the one at 20 s is past the run's end
+        assert real == {"run (real log)": [2.0], "wait (real log)": [1.0]}
+    with pytest.raises(RecordingError, match="no engine 7"):
+        replay_app([str(run)], autoplay=False, reference=str(ref), reference_engine=7)

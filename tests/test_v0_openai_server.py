@@ -9,20 +9,29 @@ n >= 2, watched and steered (issue #19, item 6):
 0.6.3.post1 has no command-line way to pick an executor class (`--distributed-executor-backend`
 takes only ray or mp), so `exec --sim` gives its engine process the sim executor. The
 guided-decoding flag is for vLLM 0.6.3 itself: it sends every request through guided decoding,
-whose default backend (outlines) imports pyarrow, and the pyarrow pip resolves beside vLLM
-0.6.3's numpy<2 cannot load (every request would fail with a 500).
+whose default backend (outlines 0.0.46) cannot load in a fresh install: it imports pyarrow
+(through datasets), and the one pip resolves beside numpy<2 needs NumPy 2; pinning pyarrow<22
+only moves the failure to `pyairports`, whose only PyPI release (0.0.1) has no module. Every
+request would fail with a 500. lm-format-enforcer loads.
 
-Note: vLLM 0.6.3.post1 binds its port on every interface whatever --host says
-(api_server.py's `sock.bind(("", args.port))`, its workaround for vLLM issue #8204); the client
-here talks to 127.0.0.1 only. Skips without vLLM 0.6.3.post1 (CI runs it in the vllm063 venv).
+vLLM 0.6.3.post1 binds its port on every interface whatever --host says (api_server.py's
+`sock.bind(("", args.port))`, its workaround for vLLM issue #8204). So the server and every
+client of it run in a private network namespace that has only a loopback: the module's one outer
+test re-runs this file inside `unshare -n` (root), and the real tests run there. Without root
+or unshare it skips, rather than open a port on the machine's interfaces. Skips without vLLM
+0.6.3.post1 (CI runs it in the vllm063 venv).
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import secrets
+import shutil
+import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +40,31 @@ from server_harness import Server, free_port, server_env
 
 pytestmark = pytest.mark.skipif(installed_version() != "0.6.3.post1",
                                 reason="needs vLLM 0.6.3.post1 (the vllm063 venv)")
+
+IN_PRIVATE_NET = "OBSERVATORY_TEST_PRIVATE_NET"  # set inside the namespace by the outer test
+inside = pytest.mark.skipif(os.environ.get(IN_PRIVATE_NET) != "1",
+                            reason="runs inside the private network namespace (outer test)")
+
+
+def _can_unshare() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(os.environ.get(IN_PRIVATE_NET) == "1", reason="the outer test")
+@pytest.mark.skipif(not _can_unshare(),
+                    reason="needs root and unshare: vLLM 0.6.3 binds every interface")
+def test_in_a_private_network_namespace():
+    """The tests below, inside a network namespace whose only interface is loopback."""
+    here = Path(__file__)
+    inner = f"ip link set lo up && exec {sys.executable} -m pytest {here} -q -p no:cacheprovider"
+    env = {**os.environ, IN_PRIVATE_NET: "1"}
+    result = subprocess.run(["unshare", "-n", "sh", "-c", inner], env=env, cwd=here.parents[1],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert " passed" in result.stdout and " skipped" in result.stdout  # inner ran, outer skipped
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +90,7 @@ def server(tmp_path_factory):
         srv.stop()
 
 
+@inside
 def test_openai_client_with_n_2_under_exec_and_a_policy_switched_remotely(server):
     import openai
 

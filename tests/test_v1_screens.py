@@ -22,6 +22,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from engine.adapters.v1.platform import SIM_ENV
 from engine.adapters.versions import installed_version, release_for
 from engine.analysis.stall import MIN_STEPS, admission_stall, stall_text
 from engine.stream.reader import load
@@ -482,7 +483,9 @@ def test_a_v1_sweep_reports_v1s_numbers(tmp_path):
 
 @needs_v1
 @pytest.mark.parametrize("backend", ["sim", "gpu"])
-def test_the_dry_run_resolves_a_v1_engine(backend):
+def test_the_dry_run_resolves_a_v1_engine(backend, monkeypatch):
+    for name in SIM_ENV:  # what a sim engine earlier in this process left behind, not a user's
+        monkeypatch.delenv(name, raising=False)
     out = observatory("run", "--preset", "v1-thrash", "--backend", backend, "--dry-run",
                       "--json")
     assert out.returncode == 0, out.stderr

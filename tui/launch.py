@@ -92,19 +92,20 @@ class HubEngines:
         return remote_engine_source(self.address, self.token, None, name)
 
 
-def _reference(path: str | None, offset_s: float):
+def _reference(path: str | None, offset_s: float, engine: int | None = None):
     """The real log to overlay (`--reference`), loaded before the app starts so that a bad file
     is a one-line error, not a broken screen."""
     if path is None:
         return None
     from engine.analysis.logs.reference import Reference
 
-    return Reference.load(path, offset_s)
+    return Reference.load(path, offset_s, engine)
 
 
 def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
              connect: tuple[str, str] | None = None, reference: str | None = None,
-             reference_offset: float = 0.0, link=None) -> ObservatoryApp:
+             reference_offset: float = 0.0, link=None,
+             reference_engine: int | None = None) -> ObservatoryApp:
     """The live monitor on a local engine child running `spec`, or attached to a server
     (`connect=(address, token)`, `spec` None), with a real log overlaid if `reference` names
     one. Raises ConfigError for bad arguments."""
@@ -114,7 +115,7 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
     if record == "-":
         raise ConfigError("live mode draws on the terminal, so it cannot record to stdout "
                           "(-): give a file path or --no-record")
-    ref = _reference(reference, reference_offset)
+    ref = _reference(reference, reference_offset, reference_engine)
     if connect is not None:
         address, token, *rest = connect
         engine = rest[0] if rest else None
@@ -129,7 +130,7 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
 
 def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
          connect: tuple[str, str] | None = None, reference: str | None = None,
-         reference_offset: float = 0.0) -> int:
+         reference_offset: float = 0.0, reference_engine: int | None = None) -> int:
     """Run the live monitor; print the recordings the engine wrote when it closes.
 
     With `connect`, the handshake comes first, before the app takes the terminal: a refusal
@@ -146,7 +147,8 @@ def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, 
             return _fail(str(exc))
     try:
         app = live_app(spec, record, window, connect=connect, reference=reference,
-                       reference_offset=reference_offset, link=link)
+                       reference_offset=reference_offset, link=link,
+                       reference_engine=reference_engine)
     except ObservatoryError as exc:
         if link is not None:
             link.close()
@@ -194,7 +196,8 @@ def load_view(path: str, lenient: bool = False) -> tuple[RunView, str | None]:
 def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                lenient: bool = False, autoplay: bool = True, reference: str | None = None,
                reference_offset: float = 0.0, hold_whole_read=None,
-               window_from_steps: int | None = None) -> ObservatoryApp:
+               window_from_steps: int | None = None,
+               reference_engine: int | None = None) -> ObservatoryApp:
     """Build the replay (one path) or compare (two paths) app; raises ConfigError.
     `hold_whole_read` (tests): a threading.Event the background read of an indexed recording
     waits for, so the window it opens on can be driven first. `window_from_steps`: how long
@@ -234,7 +237,7 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
         names = [_display_name(p) for p in paths]
         return ObservatoryApp(lambda: CompareScreen(views, names))
     view, notice = loaded[0]
-    view.reference = _reference(reference, reference_offset)
+    view.reference = _reference(reference, reference_offset, reference_engine)
     return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(paths[0]),
                                                speed=speed, autoplay=autoplay, notice=notice))
 
@@ -291,19 +294,21 @@ def _stdin_to_tty() -> None:
 
 def replay(paths: list[str], speed: float = 1.0, follow: bool = False,
            lenient: bool = False, reference: str | None = None,
-           reference_offset: float = 0.0) -> int:
+           reference_offset: float = 0.0, reference_engine: int | None = None) -> int:
     """Replay one recording (or compare two); `follow` keeps up with a growing file or stdin."""
     try:
         if "-" in paths and not follow:
             # Read the whole pipe first, then give fd 0 back to the terminal for the keys.
             app = replay_app(paths, speed, follow, lenient, reference=reference,
-                             reference_offset=reference_offset)
+                             reference_offset=reference_offset,
+                             reference_engine=reference_engine)
             _stdin_to_tty()
         else:
             if "-" in paths:
                 _stdin_to_tty()
             app = replay_app(paths, speed, follow, lenient, reference=reference,
-                             reference_offset=reference_offset)
+                             reference_offset=reference_offset,
+                             reference_engine=reference_engine)
     except ObservatoryError as exc:  # a damaged recording, a bad flag: one line
         return _fail(str(exc))
     code = app.run()

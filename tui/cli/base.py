@@ -28,10 +28,15 @@ def need_terminal() -> None:
 
 
 def add_reference_flags(parser: argparse.ArgumentParser) -> None:
-    """--reference and its offset, the same for live and replay."""
+    """--reference, its offset and (V1, data parallel) its engine, the same for live and
+    replay."""
     parser.add_argument("--reference", metavar="REF",
                         help="overlay a real run (from `observatory import-log`) on the plots")
     parser.add_argument("--reference-offset", default=0.0, metavar="S",
                         type=bounded(float, -86_400, 86_400, "--reference-offset"),
                         help="shift the reference by S seconds (e.g. a warm-up in its first "
                              "window)")
+    parser.add_argument("--reference-engine", default=None, metavar="N",
+                        type=bounded(int, -1, 1_000_000, "--reference-engine"),
+                        help="a V1 log of several data-parallel engines: draw engine N's "
+                             "series (default the lowest; -1 the log's aggregate line)")

@@ -42,7 +42,8 @@ class Live(TUISubcommand):
         from tui.launch import live
 
         need_terminal()
-        overlay = {"reference": args.reference, "reference_offset": args.reference_offset}
+        overlay = {"reference": args.reference, "reference_offset": args.reference_offset,
+                   "reference_engine": args.reference_engine}
         if args.connect:
             target = (args.connect, read_token(args)) + ((args.engine,) if args.engine else ())
             return live(None, window=args.window, connect=target, **overlay)

@@ -26,4 +26,5 @@ class Replay(TUISubcommand):
 
         need_terminal()
         return replay(args.paths, speed=args.speed, follow=args.follow, lenient=args.lenient,
-                      reference=args.reference, reference_offset=args.reference_offset)
+                      reference=args.reference, reference_offset=args.reference_offset,
+                      reference_engine=args.reference_engine)
