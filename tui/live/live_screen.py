@@ -267,6 +267,12 @@ class LiveScreen(RunScreen):
         self.spec = msgspec.structs.replace(self.spec, policy=policy, toggles=[])
         if self.source is not None:
             self.source.close()
+        self._start_fresh()
+        self.draw(plots=True)
+
+    def _start_fresh(self) -> None:
+        """Forget the old stream's view and watch the new source from its first step (a
+        restart, or another engine behind the hub)."""
         self.pending_policy = None
         self.recording, self.recording_bytes, self.recording_saved = None, 0, False
         self.view = RunView()
@@ -277,7 +283,6 @@ class LiveScreen(RunScreen):
 
         self.query_one(RunPanel).reset()
         self._start()
-        self.draw(plots=True)
 
     def action_pick_engine(self) -> None:
         if self.hub is None:
@@ -308,16 +313,7 @@ class LiveScreen(RunScreen):
         self._open_source = self.hub.source(name)
         self.title_text = name
         self.spec = None
-        self.pending_policy = None
-        self.recording, self.recording_bytes, self.recording_saved = None, 0, False
-        self.view = RunView()
-        self.view.reference = self.reference
-        self.playhead = self._playhead_for(self.view, following=True, ended=False)
-        self._plotted = None
-        from tui.widgets.run_panel import RunPanel
-
-        self.query_one(RunPanel).reset()
-        self._start()
+        self._start_fresh()
         self.notify(f"watching {name}", timeout=3)
         self.draw(plots=True)
 
