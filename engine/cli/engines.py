@@ -19,21 +19,9 @@ class Engines(CLISubcommand):
                             help="file holding the token (default: $OBSERVATORY_TOKEN)")
 
     def cmd(self, args: argparse.Namespace) -> int:
-        import os
-        from pathlib import Path
+        from engine.stream.client import client_token, list_engines
 
-        from engine.errors import ConfigError
-        from engine.stream.client import list_engines
-
-        if args.token_file:
-            try:
-                token = Path(args.token_file).read_text().strip()
-            except OSError as exc:
-                raise ConfigError(f"cannot read --token-file {args.token_file}: "
-                                  f"{exc.strerror or exc}") from None
-        else:
-            token = os.environ.get("OBSERVATORY_TOKEN", "").strip()
-        engines = list_engines(args.connect, token)
+        engines = list_engines(args.connect, client_token(args.token_file))
         if not engines:
             print("no engine yet: the command has not built one")
         for info in engines:

@@ -16,9 +16,11 @@ Disconnected.
 from __future__ import annotations
 
 import collections
+import os
 import socket
 import subprocess
 import threading
+from pathlib import Path
 from typing import Iterator
 
 import msgspec
@@ -166,6 +168,18 @@ class EngineLink:
         except OSError:
             pass
         self._sock.close()
+
+
+def client_token(token_file: str | None) -> str:
+    """The shared secret a client sends: the file's contents (--token-file), else
+    $OBSERVATORY_TOKEN, else "" (the caller decides whether a server may do without)."""
+    if token_file:
+        try:
+            return Path(token_file).read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read --token-file {token_file}: "
+                              f"{exc.strerror or exc}") from None
+    return os.environ.get("OBSERVATORY_TOKEN", "").strip()
 
 
 def parse_address(address: str) -> tuple[str, int]:

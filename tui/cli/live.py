@@ -4,8 +4,6 @@ on an `observatory serve` it attaches to (--connect)."""
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
 from engine.cli.run_flags import add_run_flags, spec_from_args
 from engine.errors import ConfigError
@@ -54,14 +52,9 @@ class Live(TUISubcommand):
 
 def read_token(args: argparse.Namespace) -> str:
     """The shared secret for --connect: --token-file, else $OBSERVATORY_TOKEN."""
-    if args.token_file:
-        try:
-            token = Path(args.token_file).read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"cannot read --token-file {args.token_file}: "
-                              f"{exc.strerror or exc}") from None
-    else:
-        token = os.environ.get("OBSERVATORY_TOKEN", "").strip()
+    from engine.stream.client import client_token
+
+    token = client_token(args.token_file)
     if not token:
         raise ConfigError("--connect needs the server's token: --token-file FILE (serve "
                           "prints the token, or writes it with its own --token-file) or "
