@@ -54,7 +54,7 @@ class Fit(CLISubcommand):
         import signal
 
         from engine.analysis.logs.fit import (LENGTH_STARTS, STOP_MARGIN, Target, apply_params,
-                                              fit, get_params)
+                                              fit, get_params, window_value)
         from engine.analysis.logs.importer import import_log
         from engine.analysis.logs.simrun import Runner
 
@@ -77,8 +77,11 @@ class Fit(CLISubcommand):
             raise ConfigError("--reference-engine picks a data-parallel engine of a V1 log; "
                               f"{args.log} is a V0 log: leave it out")
         target = Target.from_log(log, args.reference_engine)
-        if target.abort_clock_s is None and not target.windows:
-            raise RecordingError(f"{args.log}: nothing to fit")
+        if target.abort_clock_s is None and not any(
+                window_value(w, name, target.kind) is not None
+                for w in target.windows for name in target.metrics):
+            raise RecordingError(f"{args.log}: nothing to fit: no stats line with a value "
+                                 f"(every one cut?); give a log with whole stats lines")
         base = _base_spec(args, log)
         last = max([w.t_s or 0.0 for w in target.windows] + [target.abort_clock_s or 0.0])
         until_s = last + target.interval_s * (2.0 if kind == "v1" else 1.0)
@@ -149,7 +152,9 @@ def _v1_base_spec(args: argparse.Namespace, spec: Any, engine_config: dict[str, 
         if tokens < spec.block_size:
             raise ConfigError(f"{args.log}: a KV cache of {tokens} tokens holds no block of "
                               f"{spec.block_size}: give --num-gpu-blocks")
-        updates["num_gpu_blocks"] = tokens // spec.block_size
+        # vLLM logs the pool (its null block included) as whole requests' worth of tokens,
+        # truncated: round, not floor, back to blocks
+        updates["num_gpu_blocks"] = round(tokens / spec.block_size)
     prefix = engine_config.get("enable_prefix_caching")
     if prefix in ("True", "False") and args.enable_prefix_caching is None:
         updates["enable_prefix_caching"] = prefix == "True"
