@@ -100,8 +100,8 @@ STOP_MARGIN = 1.5  # sims run this much past the log's end on their own clock, f
 
 
 V1_LENGTH_PARAMS: tuple[Param, ...] = (
-    Param("workload.max_tokens", 2.0, 1_000_000.0, True, 2.0),
-    Param("workload.min_share", 0.0, 1.0, False, 0.25),
+    Param("workload.max_tokens", 2.0, 100_000.0, True, 1.25),
+    Param("workload.min_share", 0.0, 1.0, False, 0.15),
 )
 """The V1 sim's output-length model is its workload's: a request ends at its own max_tokens,
 drawn uniformly from [min_tokens, max_tokens] (engine.workload); `min_share` is min_tokens /
