@@ -42,7 +42,8 @@ class Fit(CLISubcommand):
                             help="where to write the fitted config")
         parser.add_argument("--rounds", type=int, default=2,
                             help="search effort: about 5 x ROUNDS sims per output-length "
-                                 "parameter (default 2: about 30 sims; 0: fit only the clock)")
+                                 "parameter (default 2: about 30 sims on a V0 log, 20 on a V1 "
+                                 "one; 0: fit only the clock)")
         parser.add_argument("--workers", type=int, default=2,
                             help="sims run in parallel (processes; default 2)")
         parser.add_argument("--reference-engine", type=int, metavar="N", default=None,
