@@ -166,7 +166,8 @@ def test_retiming_a_run_equals_running_it_on_that_clock() -> None:
 def test_fit_recovers_the_parameters_of_a_log_the_sim_made() -> None:
     """The demo's stats lines (9 windows, printed as vLLM 0.5 prints them) from known output
     lengths and cost; the fit starts 30-50 % off and must land within 10 % of each."""
-    from engine.analysis.logs.fit import Target, fit, get_params
+    from engine.analysis.logs.fit import Target, fit
+    from engine.analysis.logs.fitparams import get_params
     from engine.analysis.logs.importer import import_log
     from engine.analysis.logs.simrun import Runner
     from engine.analysis.logs.synthetic import stats_log
@@ -217,7 +218,7 @@ def _v1_run(cost: CostModel, warmup_s: float) -> tuple[SimResult, list]:
 
 def test_the_v1_least_squares_clock_finds_the_coefficients_a_run_was_timed_with() -> None:
     from engine.analysis.logs.clockstart import linear_clock
-    from engine.analysis.logs.fit import V1
+    from engine.analysis.logs.fitparams import V1
 
     truth = CostModel(base_s=0.003, per_prefill_token_s=4e-6, per_decode_seq_s=8e-5,
                       per_context_token_s=1e-7)
@@ -239,7 +240,8 @@ def test_the_v1_least_squares_clock_finds_the_coefficients_a_run_was_timed_with(
 
 
 def test_v1_windows_of_a_retimed_run_score_zero_against_its_own_log() -> None:
-    from engine.analysis.logs.fit import V1, Target, _trial
+    from engine.analysis.logs.fit import Target, _trial
+    from engine.analysis.logs.fitparams import V1
 
     truth = CostModel(base_s=0.004, per_decode_seq_s=5e-5)
     timed, windows = _v1_run(truth, 1.0)

@@ -54,8 +54,8 @@ class Fit(CLISubcommand):
     def cmd(self, args: argparse.Namespace) -> int:
         import signal
 
-        from engine.analysis.logs.fit import (LENGTH_STARTS, STOP_MARGIN, Target, apply_params,
-                                              fit, get_params, window_value)
+        from engine.analysis.logs.fit import STOP_MARGIN, Target, fit, window_value
+        from engine.analysis.logs.fitparams import LENGTH_STARTS, apply_params, get_params
         from engine.analysis.logs.importer import import_log
         from engine.analysis.logs.simrun import Runner
 
