@@ -54,8 +54,8 @@ class Fit(CLISubcommand):
     def cmd(self, args: argparse.Namespace) -> int:
         import signal
 
-        from engine.analysis.logs.fit import (LENGTH_STARTS, STOP_MARGIN, Target, apply_params,
-                                              fit, get_params, window_value)
+        from engine.analysis.logs.fit import STOP_MARGIN, Target, fit, window_value
+        from engine.analysis.logs.fitparams import LENGTH_STARTS, apply_params, get_params
         from engine.analysis.logs.importer import import_log
         from engine.analysis.logs.simrun import Runner
 
@@ -200,7 +200,8 @@ def fitted_toml(spec: Any, best: Any, before: Any, log_name: str) -> str:
             "max_tokens", "prompt_len", "chars_per_token", "arrival_rate", "seed", "cost",
             "lengths")
     if spec.preset.startswith("v1-"):  # what a V1 run also reads (V1 has no swap space)
-        keep = tuple(k for k in keep if k not in ("num_cpu_blocks", "swap_space_gib")) + (
+        keep = tuple(k for k in keep
+                     if k not in ("num_cpu_blocks", "swap_space_gib", "lengths")) + (
             "model", "min_tokens", "prompt_len_max", "shared_prefixes", "shared_prefix_len",
             "enable_prefix_caching", "scheduler_reserve_full_isl",
             "long_prefill_token_threshold", "kv_offloading_gib", "offload_eviction",
