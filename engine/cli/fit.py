@@ -1,10 +1,14 @@
-"""`observatory fit LOG [workload flags] -o FITTED.toml`: calibrate the sim to a real V0 log.
+"""`observatory fit LOG [workload flags] -o FITTED.toml`: calibrate the sim to a real vLLM log,
+V0's (5-s stats lines) or V1's (`Engine 000: ... Waiting: N reqs`, every 10 s).
 
 The RunSpec starts from the preset / --config / flags (what a log cannot say: n, max_tokens,
-prompts), takes the engine's block counts and chunked prefill from the log unless a flag gives
-them, and the fit (engine.analysis.logs.fit) sets the cost model, the output-length model and
-the warm-up. It prints the per-metric error before and after, the acceptance figures of the
-fitted run, and writes a TOML that `run`, `live` and `sweep` take with --config.
+prompts), takes what the log says about the engine unless a flag gives it (V0: block counts and
+chunked prefill; V1: the KV cache size, `GPU KV cache size: N tokens`, as blocks, and prefix
+caching from its config line), and the fit (engine.analysis.logs.fit) sets the cost model, the
+output-length model and the warm-up. A V1 log is fitted with the V1 engine (vLLM 0.33, a v1-*
+preset), one data-parallel engine's series at a time. It prints the per-metric error before and
+after, the acceptance figures of the fitted run, and writes a TOML that `run`, `live` and
+`sweep` take with --config.
 """
 
 from __future__ import annotations
@@ -24,27 +28,34 @@ from engine.exit_status import ExitStatus
 
 class Fit(CLISubcommand):
     name = "fit"
-    help = "fit the sim's cost and output-length model to a real vLLM V0 log"
+    help = "fit the sim's cost and output-length model to a real vLLM log (V0 or V1)"
     description = ("Run many short sims of the log's workload and fit the cost-model "
                    "coefficients, the output-length model and the warm-up so that the sim's "
-                   "5-s stats windows match the log's; write the fitted config as TOML.")
+                   "stats windows (V0: every 5 s; V1: every 10 s, one data-parallel engine) "
+                   "match the log's; write the fitted config as TOML. A V1 log needs vLLM's "
+                   "V1 engine (extra vllm033) and a v1-* preset; a V0 log a V0 vLLM and preset.")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("log", metavar="LOG", help="a vLLM V0 log (or - for stdin)")
+        parser.add_argument("log", metavar="LOG",
+                            help="a vLLM log with stats lines, V0 or V1 (or - for stdin)")
         parser.add_argument("-o", "--output", metavar="FITTED.toml", required=True,
                             help="where to write the fitted config")
         parser.add_argument("--rounds", type=int, default=2,
                             help="search effort: about 5 x ROUNDS sims per output-length "
-                                 "parameter (default 2: about 30 sims; 0: fit only the clock)")
+                                 "parameter (default 2: about 30 sims on a V0 log, 20 on a V1 "
+                                 "one; 0: fit only the clock)")
         parser.add_argument("--workers", type=int, default=2,
                             help="sims run in parallel (processes; default 2)")
+        parser.add_argument("--reference-engine", type=int, metavar="N", default=None,
+                            help="V1 data-parallel log: fit engine N's series (`Engine 00N:`; "
+                                 "-1: the `N Engines Aggregated` line); default the lowest")
         add_run_flags(parser)
 
     def cmd(self, args: argparse.Namespace) -> int:
         import signal
 
-        from engine.analysis.logs.fit import (LENGTH_STARTS, STOP_MARGIN, Target, apply_params,
-                                              fit, get_params)
+        from engine.analysis.logs.fit import STOP_MARGIN, Target, fit, window_value
+        from engine.analysis.logs.fitparams import LENGTH_STARTS, apply_params, get_params
         from engine.analysis.logs.importer import import_log
         from engine.analysis.logs.simrun import Runner
 
@@ -52,27 +63,42 @@ class Fit(CLISubcommand):
             raise ConfigError("--rounds must be >= 0 and --workers >= 1")
         from engine.adapters.versions import require_supported
 
-        require_supported()  # every sim needs vLLM: say so at once, not after 30 failed sims
+        # every sim needs vLLM: say so at once, not after 30 failed sims
+        release = require_supported()
         log = import_log(read_input(args.log), args.log)
-        if log.header.engine == "v1":
-            raise ConfigError(f"{args.log}: a V1 log; fit tunes the V0 sim to V0 stats lines. "
-                              f"Import it (`observatory import-log`) and overlay a V1 run on it "
-                              f"(`observatory live --preset v1-thrash --reference REF`)")
-        target = Target.from_log(log)
-        if target.abort_clock_s is None and not target.windows:
-            raise RecordingError(f"{args.log}: nothing to fit")
+        kind = log.header.engine
+        if release.engine != kind:
+            need = ("vLLM's V1 engine: run fit in the venv of the extra vllm033"
+                    if kind == "v1" else "a V0 vLLM (0.5 to 0.10): run fit in the venv of a "
+                    "V0 extra, e.g. vllm050")
+            raise ConfigError(f"{args.log}: a {kind.upper()} log, and the installed vLLM "
+                              f"{release.version} runs the {release.engine.upper()} engine; "
+                              f"its fit needs {need}")
+        if args.reference_engine is not None and kind != "v1":
+            raise ConfigError("--reference-engine picks a data-parallel engine of a V1 log; "
+                              f"{args.log} is a V0 log: leave it out")
+        target = Target.from_log(log, args.reference_engine)
+        if target.abort_clock_s is None and not any(
+                window_value(w, name, target.kind) is not None
+                for w in target.windows for name in target.metrics):
+            raise RecordingError(f"{args.log}: nothing to fit: no stats line with a value "
+                                 f"(every one cut?); give a log with whole stats lines")
         base = _base_spec(args, log)
         last = max([w.t_s or 0.0 for w in target.windows] + [target.abort_clock_s or 0.0])
-        until_s = last + 10.0
-        start = get_params(base, target.warmup_guess_s)
+        until_s = last + target.interval_s * (2.0 if kind == "v1" else 1.0)
+        start = get_params(base, target.warmup_guess_s, target.kind)
+        engines = log.header.engine_config.get("engines") or []
         sys.stderr.write(f"fitting {len(target.windows)} windows"
+                         + (f" of engine {target.windows[0].engine} (the log has "
+                            f"{', '.join(map(str, engines))}; --reference-engine picks one)"
+                            if len(engines) > 1 and target.windows else "")
                          + (f" and the abort at {target.abort_clock_s:.1f} s (stats clock)"
                             if target.abort_clock_s else "")
                          + f"; sims run to {until_s * STOP_MARGIN:.0f} s, {args.workers} at a "
                            f"time\n")
         runner = Runner(args.workers)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the workers
-        starts = LENGTH_STARTS if base.lengths.early_share == 0.0 else ()
+        starts = LENGTH_STARTS if kind == "v0" and base.lengths.early_share == 0.0 else ()
         try:
             before, best, sims = fit(target, base, start, runner, until_s, args.rounds,
                                      progress=lambda text: sys.stderr.write(text + "\n"),
@@ -85,8 +111,8 @@ class Fit(CLISubcommand):
         fitted = apply_params(base, best.values)
         sys.stdout.write(f"{sims} sims. Error per metric (mean absolute, in the metric's units; "
                          f"abort_s on the stats clock):\n{error_table(before, best)}\n")
-        sys.stdout.write(f"before: {acceptance(before.result)}\n"
-                         f"after:  {acceptance(best.result)}\n")
+        sys.stdout.write(f"before: {acceptance(before.result, fitted.requests)}\n"
+                         f"after:  {acceptance(best.result, fitted.requests)}\n")
         with open(args.output, "w", encoding="utf-8") as out:
             out.write(fitted_toml(fitted, best, before, args.log))
         sys.stderr.write(f"wrote {args.output}\n")
@@ -99,6 +125,15 @@ def _base_spec(args: argparse.Namespace, log: Any):
     engine_config = log.header.engine_config
     updates: dict[str, Any] = {"backend": "sim", "policy": "off", "toggles": [],
                                "max_steps": None}
+    kind = log.header.engine
+    preset_kind = "v1" if spec.preset.startswith("v1-") else "v0"
+    if preset_kind != kind:
+        fix = ("a v1-* preset (--preset v1-thrash) or a config of one" if kind == "v1"
+               else "a V0 preset (--preset seed-5578) or a config of one")
+        raise ConfigError(f"{args.log}: a {kind.upper()} log with the {preset_kind.upper()} "
+                          f"preset {spec.preset}: give {fix}")
+    if kind == "v1":
+        return _v1_base_spec(args, spec, engine_config, updates)
     if "gpu_blocks" in engine_config and args.num_gpu_blocks is None:
         updates["num_gpu_blocks"] = said["num_gpu_blocks"]
     if ("cpu_blocks" in engine_config and args.num_cpu_blocks is None
@@ -106,6 +141,24 @@ def _base_spec(args: argparse.Namespace, log: Any):
         updates["num_cpu_blocks"] = said["num_cpu_blocks"]
     if engine_config.get("chunked_prefill") and args.enable_chunked_prefill is None:
         updates["enable_chunked_prefill"] = True
+    return msgspec.structs.replace(spec, **updates).validated()
+
+
+def _v1_base_spec(args: argparse.Namespace, spec: Any, engine_config: dict[str, Any],
+                  updates: dict[str, Any]):
+    """What a V1 log says about its engine, unless a flag says otherwise: the KV cache's size
+    in tokens (as whole blocks of the spec's block size) and prefix caching on or off."""
+    tokens = engine_config.get("kv_cache_tokens")
+    if tokens and args.num_gpu_blocks is None:
+        if tokens < spec.block_size:
+            raise ConfigError(f"{args.log}: a KV cache of {tokens} tokens holds no block of "
+                              f"{spec.block_size}: give --num-gpu-blocks")
+        # vLLM logs the pool (its null block included) as whole requests' worth of tokens,
+        # truncated: round, not floor, back to blocks
+        updates["num_gpu_blocks"] = round(tokens / spec.block_size)
+    prefix = engine_config.get("enable_prefix_caching")
+    if prefix in ("True", "False") and args.enable_prefix_caching is None:
+        updates["enable_prefix_caching"] = prefix == "True"
     return msgspec.structs.replace(spec, **updates).validated()
 
 
@@ -125,7 +178,14 @@ def error_table(before: Any, after: Any) -> str:
                      for r in rows)
 
 
-def acceptance(result: Any) -> str:
+def acceptance(result: Any, requests: int | None = None) -> str:
+    if result.engine == "v1":
+        return (f"preemptions {result.preemptions:,} (most of one request "
+                f"{result.max_preemptions}); recompute tax {result.recompute_tax:.2f}; "
+                f"finished requests {result.finished}"
+                + (f" of {requests}" if requests else "")
+                + f" in {result.sim_s:.1f} sim s; running after 10 s: median "
+                  f"{result.running_p50:g}, max {result.running_max}")
     abort = f"{result.abort_s:.1f} s" if result.aborted else f"none in {result.sim_s:.1f} s"
     return (f"abort: {abort}; peak swapped {result.peak_swapped} (largest fall "
             f"{result.max_swapped_drop}); running after 10 s: median {result.running_p50:g}, "
@@ -139,6 +199,13 @@ def fitted_toml(spec: Any, best: Any, before: Any, log_name: str) -> str:
             "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill", "requests", "n",
             "max_tokens", "prompt_len", "chars_per_token", "arrival_rate", "seed", "cost",
             "lengths")
+    if spec.preset.startswith("v1-"):  # what a V1 run also reads (V1 has no swap space)
+        keep = tuple(k for k in keep
+                     if k not in ("num_cpu_blocks", "swap_space_gib", "lengths")) + (
+            "model", "min_tokens", "prompt_len_max", "shared_prefixes", "shared_prefix_len",
+            "enable_prefix_caching", "scheduler_reserve_full_isl",
+            "long_prefill_token_threshold", "kv_offloading_gib", "offload_eviction",
+            "offload_bandwidth_gbps")
     data = {k: v for k, v in spec.to_dict().items() if k in keep}
     header = [f"# fitted by `observatory fit` to {log_name}",
               f"# score {before.score:.3f} -> {best.score:.3f}; warm-up (stats clock at the "

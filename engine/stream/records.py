@@ -435,7 +435,7 @@ class LogWindow(msgspec.Struct, tag="log_window", tag_field="kind", kw_only=True
 
 class LogEvent(msgspec.Struct, tag="log_event", tag_field="kind", kw_only=True, gc=False):
     """Something else the log said: "preemption", "progress" (tqdm), "config", "blocks",
-    "abort"."""
+    "kv_size" (V1's KV cache in tokens), "abort"."""
 
     t_s: LogSeconds | None
     line: Count
@@ -446,7 +446,7 @@ class LogEvent(msgspec.Struct, tag="log_event", tag_field="kind", kw_only=True, 
     cumulative: Count | None = None  # preemption: total_num_cumulative_preemption
     finished: Count | None = None  # progress: requests finished
     total: Count | None = None  # progress: requests in all
-    values: dict[str, Any] = {}  # config / blocks: the fields read by key
+    values: dict[str, Any] = {}  # config / blocks / kv_size: the fields read by key
 
 
 Record = Union[StepRecord, V1StepRecord, Arrivals, PolicyChanged, EngineAborted, LogLine,

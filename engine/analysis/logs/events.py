@@ -1,5 +1,6 @@
 """The log's other records, each found by its own key text wherever it sits in a logical line:
-preemption warnings, the engine config line, block counts, tqdm progress and the abort."""
+preemption warnings, the engine config line (V0's and V1's), block counts, V1's KV cache size
+in tokens, tqdm progress and the abort."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from engine.analysis.logs.stats import parse_stamp
 PREEMPT = re.compile(r"Sequence\s*group\s*(?P<group>\S+)\s*is\s*preempted\s*by\s*"
                      r"PreemptionMode\.(?P<mode>[A-Z]+)\b")
 CUMULATIVE = re.compile(r"total_num_cumulative_preemption\s*=\s*(\d+)(?!\d)(?=\s|$|[^\w.])")
-CONFIG = re.compile(r"Initializing an LLM engine \((?P<version>v?[^)]*)\) with config:")
+CONFIG = re.compile(r"Initializing an? (?:V1 )?LLM engine \((?P<version>v?[^)]*)\) with config:")
+KV_SIZE = re.compile(r"(?<![A-Za-z])(?P<device>[A-Z]{3})(?:\s*\+\s*host)?\s*KV\s*cache\s*size"
+                     r"\s*:\s*(?P<tokens>\d[\d,]*)\s*tokens")
+"""vLLM V1's `GPU KV cache size: 19,200 tokens, Maximum concurrency ...` (kv_cache_utils.py,
+logged once as the engine sizes its cache)."""
 CONFIG_KEYS = re.compile(r"(\w+)=('[^']*'|[^,]+)")
 BLOCKS = re.compile(r"#\s*GPU\s*blocks\s*:\s*(\d+)\s*,\s*#\s*CPU\s*blocks\s*:\s*(\d+)(?!\d)")
 OVERRIDE = re.compile(r"Overriding\s*num_gpu_blocks=(\d+)\s*with\s*num_gpu_blocks_override=(\d+)"
@@ -27,7 +32,7 @@ ABORT = re.compile(r"lack\s*of\s*CPU\s*swap\s*space")
 @dataclass
 class Event:
     line: int
-    event: str  # "preemption" | "progress" | "config" | "blocks" | "chunked" | "abort"
+    event: str  # "preemption" | "progress" | "config" | "blocks" | "kv_size" | "chunked" | "abort"
     text: str
     stamp: tuple | None = None  # the record's own timestamp, if it has one
     clock: str | None = None
@@ -82,6 +87,10 @@ def find_events(lines: list[LogicalLine]) -> list[Event]:
             found.append((m.start(), _event(logical, "blocks", m,
                                             profiled_gpu_blocks=int(m.group(1)),
                                             gpu_blocks_override=int(m.group(2)))))
+        for m in KV_SIZE.finditer(text):
+            tokens = int(m.group("tokens").replace(",", ""))
+            found.append((m.start(), _event(logical, "kv_size", m, kv_cache_tokens=tokens,
+                                            kv_cache_device=m.group("device"))))
         for m in CHUNKED.finditer(text):
             found.append((m.start(), _event(logical, "chunked", m)))
         for m in TQDM.finditer(text):

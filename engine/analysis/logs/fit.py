@@ -18,6 +18,14 @@ The search has two levels, because only one kind of parameter changes what the s
   cost model instead of drifting.
 The fitted parameters are run once more as an ordinary sim, so the figures printed are a run's,
 not a re-timing's.
+
+A V1 log (vLLM 0.11+, header `engine: "v1"`) is fitted by the same two levels with V1's own
+`FitKind`: its 10-s windows (the interval the log shows) of one data-parallel engine; its
+metrics (waiting instead of swapped and pending, preemptions per window; no abort, V1 preempts by
+recompute); the length model is the V1 workload's own (each request ends at a max_tokens drawn
+from [min_tokens, max_tokens]), each candidate a sim of vLLM 0.33's real scheduler; the clock
+is the terms the V1 adapter charges (engine.adapters.v1.step_record), leaning towards the
+default cost model.
 """
 
 from __future__ import annotations
@@ -26,8 +34,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Sequence
 
-import msgspec
 
+from engine.analysis.logs.clockstart import linear_clock
+from engine.analysis.logs.fitparams import V0, V1, FitKind, Param, apply_params
 from engine.analysis.logs.importer import ImportedLog
 from engine.analysis.logs.retime import finished_by, retime
 from engine.analysis.logs.simplex import minimize
@@ -35,11 +44,16 @@ from engine.analysis.logs.simrun import Runner, SimResult, rewindow
 from engine.analysis.logs.timeline import STATS_INTERVAL_S
 from engine.analysis.logs.windows import METRICS
 from engine.costmodel import CostModel
+from engine.errors import ConfigError
 from engine.spec import RunSpec
 from engine.stream.records import LogEvent, LogWindow
 
 MISSING_WINDOW_ERROR = 1.0  # scaled error charged per metric for a window the sim never reached
+PRIOR_WEIGHT = 0.02  # score added per squared decade a coefficient sits from the kind's prior
+STOP_MARGIN = 1.5  # sims run this much past the log's end on their own clock, for re-timing
 
+
+# ---- the log as a target ------------------------------------------------------------------
 
 @dataclass
 class Target:
@@ -50,83 +64,59 @@ class Target:
     finished_at_abort: int | None
     warmup_guess_s: float  # stats clock at the first step, as the log suggests
     scales: dict[str, float] = field(default_factory=dict)
+    kind: FitKind = V0
+    interval_s: float = STATS_INTERVAL_S  # the log's stats interval (V1: as the log shows it)
+    metrics: tuple[str, ...] = METRICS  # the kind's metrics the log has values for
 
     @classmethod
-    def from_log(cls, log: ImportedLog) -> "Target":
-        windows = [w for w in log.windows]
-        first = windows[0].t_s if windows and windows[0].t_s is not None else STATS_INTERVAL_S
-        warmup = min(STATS_INTERVAL_S, max(0.0, STATS_INTERVAL_S - first))
+    def from_log(cls, log: ImportedLog, engine: int | None = None) -> "Target":
+        """The log's windows (V1 data parallel: engine `engine`'s, see `v1_engine`)."""
+        v1 = log.header.engine == "v1"
+        kind = V1 if v1 else V0
+        engine = v1_engine(log, engine) if v1 else None
+        windows = [w for w in log.windows if not v1 or w.engine == engine]
+        interval = float(log.header.engine_config.get("stats_interval_s", kind.interval_s)) \
+            if v1 else STATS_INTERVAL_S
+        first = windows[0].t_s if windows and windows[0].t_s is not None else interval
+        warmup = min(interval, max(0.0, interval - first))
         abort = next((r for r in log.records if isinstance(r, LogEvent) and r.event == "abort"),
                      None)
         abort_clock = abort.t_s + warmup if abort and abort.t_s is not None else None
         scales = {}
-        for name in METRICS:
-            values = [getattr(w, name) for w in windows if getattr(w, name) is not None]
+        metrics = []
+        for name in kind.metrics:
+            values = [v for w in windows if (v := window_value(w, name, kind)) is not None]
             scales[name] = max(1.0, max(values, default=1.0) - min(values, default=0.0))
-        return cls(windows, abort_clock, abort.finished if abort else None, warmup, scales)
+            if v1 and not any(getattr(w, name) is not None for w in windows):
+                continue  # this log (its release) never logs it: not fitted, not a guess
+            metrics.append(name)
+        return cls(windows, abort_clock, abort.finished if abort else None, warmup, scales,
+                   kind, interval, tuple(metrics))
 
 
-# ---- parameters -------------------------------------------------------------------------------
-
-@dataclass
-class Param:
-    name: str
-    lo: float
-    hi: float
-    log_scale: bool  # steps multiply (True) or add (False)
-    step: float  # initial factor (log) or increment (linear)
-
-
-LENGTH_PARAMS: tuple[Param, ...] = (
-    Param("lengths.early_share", 0.0, 1.0, False, 0.2),
-    Param("lengths.request_corr", 0.0, 1.0, False, 0.25),
-    Param("lengths.early_mean_tokens", 2.0, 100_000.0, True, 2.0),
-)
-CLOCK_PARAMS: tuple[Param, ...] = (
-    Param("cost.base_s", 1e-4, 0.05, True, 2.0),
-    Param("cost.per_decode_seq_s", 1e-7, 1e-3, True, 2.0),
-    Param("cost.per_prefill_step_s", 1e-5, 0.5, True, 2.0),
-    Param("cost.per_prefill_token_s", 1e-8, 1e-4, True, 2.0),
-    Param("cost.per_context_token_s", 1e-10, 1e-6, True, 2.0),
-    Param("cost.per_swap_block_s", 1e-7, 1e-2, True, 2.0),
-    Param("warmup_s", 0.0, STATS_INTERVAL_S, False, 1.0),
-)
-PARAMS = LENGTH_PARAMS + CLOCK_PARAMS
-
-LENGTH_STARTS: tuple[dict[str, float], ...] = (
-    {"lengths.early_share": 1.0, "lengths.request_corr": 0.0,
-     "lengths.early_mean_tokens": 2000.0},
-    {"lengths.early_share": 0.4, "lengths.request_corr": 0.5,
-     "lengths.early_mean_tokens": 300.0},
-    {"lengths.early_share": 0.2, "lengths.request_corr": 0.0,
-     "lengths.early_mean_tokens": 200.0},
-)
-"""Shapes the length search also starts from, when the spec has no output-length model of its
-own: every sequence may stop at any token (close to one EOS probability), whole requests that stop
-early, and a few short sequences. (From a spec whose sequences never end early, every neighbour
-aborts within seconds and the search has no slope.)"""
-
-CLOCK_PRIOR = CostModel(per_swap_block_s=3e-5, per_prefill_step_s=0.005)
-"""What the cost fit starts from and leans towards: the default cost model, plus about 30 µs
-per swapped block (one OPT-125m block is 590 kB, copied layer by layer over PCIe) and 5 ms for
-a batch that cannot replay a CUDA graph because it holds a prefill chunk."""
-PRIOR_WEIGHT = 0.02  # score added per squared decade a coefficient sits from CLOCK_PRIOR
-STOP_MARGIN = 1.5  # sims run this much past the log's end on their own clock, for re-timing
+def v1_engine(log: ImportedLog, engine: int | None) -> int | None:
+    """The data-parallel engine whose series a V1 fit takes: `engine` if the log has it (else
+    a ConfigError naming those it has), by default the lowest index (the aggregated line, -1,
+    only when there is nothing else); None for a log without `Engine NNN:` prefixes."""
+    engines = sorted({w.engine for w in log.windows if w.engine is not None})
+    if engine is None:
+        return min((e for e in engines if e >= 0), default=engines[0] if engines else None)
+    if engine not in engines:
+        raise ConfigError(f"the log has no engine {engine} (it has "
+                          f"{', '.join(map(str, engines)) or 'no Engine NNN: prefixes'}): "
+                          f"give --reference-engine one of those")
+    return engine
 
 
-def get_params(spec: RunSpec, warmup_s: float) -> dict[str, float]:
-    values = {f"cost.{k}": getattr(spec.cost, k) for k in spec.cost.__struct_fields__}
-    values.update({f"lengths.{k}": getattr(spec.lengths, k)
-                   for k in spec.lengths.__struct_fields__})
-    values["warmup_s"] = warmup_s
-    return {p.name: values[p.name] for p in PARAMS}
-
-
-def apply_params(spec: RunSpec, values: dict[str, float]) -> RunSpec:
-    cost = {k[5:]: v for k, v in values.items() if k.startswith("cost.")}
-    lengths = {k[8:]: v for k, v in values.items() if k.startswith("lengths.")}
-    return msgspec.structs.replace(spec, cost=msgspec.structs.replace(spec.cost, **cost),
-                                   lengths=msgspec.structs.replace(spec.lengths, **lengths))
+def window_value(window: LogWindow, name: str, kind: FitKind) -> float | None:
+    """A window's metric. V1 logs its preemptions only when there were some, so in a log that
+    shows the field at all (Target.from_log) a window without it had none (a field cut
+    mid-value stays unknown)."""
+    value = getattr(window, name)
+    if value is None and name == "preemptions" and kind.engine == "v1" \
+            and name not in window.missing:
+        return 0
+    return value
 
 
 # ---- errors -----------------------------------------------------------------------------------
@@ -136,14 +126,15 @@ def metric_errors(target: Target, sim: SimResult, warmup_s: float) -> dict[str, 
     window the sim never reached counts as the metric's whole range), plus the abort time on
     the stats clock and the requests finished by the end."""
     errors: dict[str, float | None] = {}
-    for name in METRICS:
+    for name in target.metrics:
         diffs = []
         for k, real in enumerate(target.windows):
-            value = getattr(real, name)
+            value = window_value(real, name, target.kind)
             if value is None:
                 continue
             if k < len(sim.windows):
-                diffs.append(abs(getattr(sim.windows[k], name) - value))
+                diffs.append(abs((window_value(sim.windows[k], name, target.kind) or 0)
+                                 - value))
             else:
                 diffs.append(target.scales[name] * MISSING_WINDOW_ERROR)
         errors[name] = sum(diffs) / len(diffs) if diffs else None
@@ -159,7 +150,7 @@ def metric_errors(target: Target, sim: SimResult, warmup_s: float) -> dict[str, 
 
 def score(target: Target, errors: dict[str, float | None]) -> float:
     total = 0.0
-    for name in METRICS:
+    for name in target.metrics:
         if errors.get(name) is not None:
             total += errors[name] / target.scales[name]
     if errors.get("abort_s") is not None:
@@ -187,31 +178,41 @@ def _trial(target: Target, run: SimResult, values: dict[str, float]) -> Trial:
     """`run` on the clock of `values`' cost model and warm-up, scored against the log."""
     if run.error:
         return Trial(dict(values), run, {}, math.inf)
-    timed = rewindow(retime(run, _cost(values)), values["warmup_s"])
+    timed = rewindow(retime(run, _cost(values)), values["warmup_s"], target.interval_s)
     errors = metric_errors(target, timed, values["warmup_s"])
     return Trial(dict(values), timed, errors, score(target, errors))
 
 
-def _leaning(trial: Trial, params: Sequence[Param]) -> float:
+def _leaning(trial: Trial, params: Sequence[Param], prior_model: CostModel) -> float:
     """The score the clock search minimises: the fit's, plus a small pull of the coefficients
-    it moves (`params`) towards CLOCK_PRIOR."""
+    it moves (`params`) towards `prior_model` (the kind's CLOCK_PRIOR)."""
     pull = 0.0
     for param in params:
         if param.log_scale:
-            prior = getattr(CLOCK_PRIOR, param.name[5:])
+            prior = getattr(prior_model, param.name[5:])
             pull += math.log10(trial.values[param.name] / prior) ** 2
     return trial.score + PRIOR_WEIGHT * pull
 
 
 def fit_clock(target: Target, run: SimResult, values: dict[str, float],
-              params: Sequence[Param] = CLOCK_PARAMS, restarts: int = 3) -> Trial:
+              params: Sequence[Param] | None = None, restarts: int = 3) -> Trial:
     """The cost model and warm-up that best time `run` against the log: a simplex over `params`
     (a fixed cost per step and a cost per sequence trade off along a ridge), restarted from
-    its best point with a fresh simplex `restarts` times."""
+    its best point with a fresh simplex `restarts` times. `params` defaults to the kind's."""
+    params = target.kind.clock_params if params is None else params
+    prior = target.kind.clock_prior
     values = {**values, **{p.name: min(p.hi, max(p.lo, values[p.name])) for p in params}}
     best = _trial(target, run, values)
     if run.error or not params:
         return best
+    if target.kind.engine == "v1":  # a rugged score: start from the least-squares clock too
+        guess = linear_clock(target.windows, run, target.interval_s,
+                             {p.name: (p.lo, p.hi) for p in target.kind.clock_params})
+        if guess is not None:
+            moved = {k: v for k, v in guess.items() if k in {p.name for p in params}}
+            trial = _trial(target, run, {**values, **moved})
+            if _leaning(trial, params, prior) < _leaning(best, params, prior):
+                best = trial
 
     def batch(points: Sequence[tuple[float, ...]]) -> list[float]:
         nonlocal best
@@ -219,15 +220,15 @@ def fit_clock(target: Target, run: SimResult, values: dict[str, float],
         for point in points:
             trial = _trial(target, run, {**best.values, **{p.name: _from_unit(p, u)
                                                            for p, u in zip(params, point)}})
-            if _leaning(trial, params) < _leaning(best, params):
+            if _leaning(trial, params, prior) < _leaning(best, params, prior):
                 best = trial
-            scores.append(_leaning(trial, params))
+            scores.append(_leaning(trial, params, prior))
         return scores
 
     for _ in range(restarts):
         start = tuple(_to_unit(p, best.values[p.name]) for p in params)
         minimize(batch, start, max_evals=60 * len(params), tol=0.01,
-                 first=_leaning(best, params))
+                 first=_leaning(best, params, prior))
     return best
 
 
@@ -243,7 +244,7 @@ def _from_unit(param: Param, unit: float) -> float:
     return min(param.hi, max(param.lo, value))
 
 
-Values = dict[str, float]  # parameter name (PARAMS) -> value
+Values = dict[str, float]  # parameter name (a FitKind's params) -> value
 
 
 def search_lengths(best: Trial, params: Sequence[Param],
@@ -273,8 +274,8 @@ def search_lengths(best: Trial, params: Sequence[Param],
     return min(trials, key=lambda t: t.score)
 
 
-def _lengths_key(values: dict[str, float]) -> tuple[float, ...]:
-    return tuple(values[p.name] for p in LENGTH_PARAMS)
+def _lengths_key(values: dict[str, float], kind: FitKind) -> tuple[float, ...]:
+    return tuple(values[p.name] for p in kind.length_params)
 
 
 def fit(target: Target, base: RunSpec, start: dict[str, float], runner: Runner,
@@ -286,14 +287,16 @@ def fit(target: Target, base: RunSpec, start: dict[str, float], runner: Runner,
     (`search_lengths`) starts from the best of `start` and `start` updated with each of
     `starts`; every length candidate's clock is fitted by `fit_clock`. The best is run again as
     an ordinary sim for its figures.
-    `free` names the parameters to fit (default all of PARAMS); the others keep `start`'s."""
-    length_params = [p for p in LENGTH_PARAMS if free is None or p.name in free]
-    clock_params = [p for p in CLOCK_PARAMS if free is None or p.name in free]
+    `free` names the parameters to fit (default all of the target's kind); the others keep
+    `start`'s."""
+    kind = target.kind
+    length_params = [p for p in kind.length_params if free is None or p.name in free]
+    clock_params = [p for p in kind.clock_params if free is None or p.name in free]
     runs: dict[tuple[float, ...], SimResult] = {}
     counter = [0]
 
     def simulate(candidates: Sequence[dict[str, float]]) -> None:
-        todo = {_lengths_key(c): c for c in candidates if _lengths_key(c) not in runs}
+        todo = {_lengths_key(c, kind): c for c in candidates if _lengths_key(c, kind) not in runs}
         specs = [apply_params(base, c) for c in todo.values()]
         for key, result in zip(todo, runner.run(specs, until_s * STOP_MARGIN)):
             runs[key] = result
@@ -305,20 +308,20 @@ def fit(target: Target, base: RunSpec, start: dict[str, float], runner: Runner,
         (a clock fitted to other lengths alone can hold the search at a bound)."""
         simulate(candidates)
         distinct = [c for i, c in enumerate(clocks) if c not in clocks[:i]]
-        return [min((fit_clock(target, runs[_lengths_key(c)], {**c, **clock},
+        return [min((fit_clock(target, runs[_lengths_key(c, kind)], {**c, **clock},
                                params=clock_params) for clock in distinct),
                     key=lambda t: t.score)
                 for c in candidates]
 
     def clock_of(values: dict[str, float]) -> dict[str, float]:
-        return {p.name: values[p.name] for p in CLOCK_PARAMS}
+        return {p.name: values[p.name] for p in kind.clock_params}
 
-    # `start` keeps its own clock; the other openings start from CLOCK_PRIOR's
-    prior_clock = {**clock_of(start), **{p.name: getattr(CLOCK_PRIOR, p.name[5:])
+    # `start` keeps its own clock; the other openings start from the kind's CLOCK_PRIOR
+    prior_clock = {**clock_of(start), **{p.name: getattr(kind.clock_prior, p.name[5:])
                                          for p in clock_params if p.name.startswith("cost.")}}
     openings = [(start, clock_of(start)), *(({**start, **s}, prior_clock) for s in starts)]
     simulate([values for values, _ in openings])
-    before = _trial(target, runs[_lengths_key(start)], start)
+    before = _trial(target, runs[_lengths_key(start, kind)], start)
     best, opening_clock = min(((evaluate([values], [clock])[0], clock)
                                for values, clock in openings), key=lambda pair: pair[0].score)
     progress(f"before: score {before.score:.3f}; search starts at {best.score:.3f}")

@@ -59,6 +59,8 @@ def _spec_from_log(events: list[Event]) -> tuple[dict[str, Any], dict[str, Any]]
             if "gpu_blocks" in event.values:
                 overrides["num_gpu_blocks"] = event.values["gpu_blocks"]
                 overrides["num_cpu_blocks"] = event.values["cpu_blocks"]
+        elif event.event == "kv_size":
+            said.update(event.values)  # V1: the KV cache in tokens (`observatory fit` uses it)
         elif event.event == "chunked":
             overrides["enable_chunked_prefill"] = True
             said["chunked_prefill"] = True
@@ -125,7 +127,7 @@ def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
                                     finished=item.values.get("finished"),
                                     total=item.values.get("total"),
                                     values={k: v for k, v in item.values.items()
-                                            if item.event in ("config", "blocks")}))
+                                            if item.event in ("config", "blocks", "kv_size")}))
         if t is not None:
             last_t = max(last_t, t) if last_t is not None else t
     if abort_seen:
@@ -143,6 +145,8 @@ def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
     if v1:
         overrides = {k: v for k, v in overrides.items()
                      if k in ("model", "seed", "num_gpu_blocks")}
+        if said.get("enable_prefix_caching") in ("True", "False"):
+            overrides["enable_prefix_caching"] = said["enable_prefix_caching"] == "True"
         engines = sorted({s.engine for s in stats if s.engine is not None})
         said["engines"] = engines
         said["stats_interval_s"] = _v1_interval(stats)

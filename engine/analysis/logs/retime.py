@@ -7,6 +7,11 @@ recorded steps. That is what makes the fit of the cost model cheap (thousands of
 a second) and leaves the expensive sims to the output-length model, which does change decisions.
 With `--arrival-rate` arrivals follow the simulated clock and a re-timed run is an approximation;
 `fit` says so and re-runs its result for the figures it prints.
+
+A V1 run is re-timed the same way, with the terms its adapter charges (engine.adapters.v1.
+step_record: prompt tokens, recompute included, decoding requests, the running requests'
+computed tokens); a step that waited for CPU-tier transfers keeps that wait as it was (it
+depends on the clock too, so a re-timed run with a CPU tier is an approximation as well).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from engine.costmodel import CostModel
 def retime(result: SimResult, cost: CostModel) -> SimResult:
     """`result` with every step's time recomputed by `cost` (windows left for `rewindow`). The
     aborting step has no record; it is charged the cost model's fixed `base_s`."""
+    if result.engine == "v1":
+        return _retime_v1(result, cost)
     t = 0.0
     trace = []
     for point, (decode_seqs, context_tokens, swap_blocks, _) in zip(result.trace, result.costs):
@@ -32,9 +39,27 @@ def retime(result: SimResult, cost: CostModel) -> SimResult:
         running_p50=running_p50, running_max=running_max)
 
 
+def _retime_v1(result: SimResult, cost: CostModel) -> SimResult:
+    t = 0.0
+    trace = []
+    for point, (prompt, decode_reqs, kv_tokens, wait_s, _) in zip(result.v1_trace,
+                                                                    result.v1_costs):
+        t += cost.step_seconds(prompt, decode_reqs, kv_tokens) + wait_s
+        trace.append((t, *point[1:]))
+    running_p50, running_max = steady_running(trace)
+    return msgspec.structs.replace(result, v1_trace=trace, windows=[], sim_s=t,
+                                   running_p50=running_p50, running_max=running_max)
+
+
 def finished_by(result: SimResult, sim_s: float) -> int:
     """Requests finished by simulated second `sim_s` (by the end, if the run ended before)."""
     done = 0
+    if result.engine == "v1":
+        for v1_point, v1_cost in zip(result.v1_trace, result.v1_costs):
+            if v1_point[0] > sim_s:
+                break
+            done = v1_cost[4]
+        return done
     for point, cost in zip(result.trace, result.costs):
         if point[0] > sim_s:
             break

@@ -3,7 +3,8 @@
 vLLM 0.33 (`vllm/v1/metrics/loggers.py`): every step's token counts are added up; every
 VLLM_LOG_STATS_INTERVAL (10 s by default) it logs sum(tokens) / (now - last log) and the
 scheduler's last counts: running, waiting, the KV cache usage. Here `now` is simulated time and
-the stats clock starts at the first step (the V1 engine logs from its first output).
+the stats clock starts `warmup_s` before the first step (vLLM builds its logger with the engine;
+0 by default, fitted by `observatory fit`).
 
 What counts as a prompt token differs a little: vLLM counts a request's locally computed prompt
 tokens once, at its first output token (`PromptTokenStats.computed`), and never counts recompute
@@ -23,28 +24,47 @@ from engine.analysis.logs.timeline import V1_STATS_INTERVAL_S
 from engine.stream.records import LogWindow, V1StepRecord
 
 
-def v1_sim_windows(steps: Iterable[V1StepRecord], interval_s: float = V1_STATS_INTERVAL_S,
-                   recompute_as_prompt: bool = False) -> list[LogWindow]:
-    """The stats lines vLLM V1 would have printed; `t_s` is simulated seconds since the first
-    step, `line` the window's index, `engine` 0."""
+V1Point = tuple[float, int, int, int, int, float, int]
+"""What a V1 window needs of one step: sim_s, prompt tokens as vLLM counts them, generated
+tokens, running, waiting, GPU KV %, preemptions."""
+
+
+def v1_points(steps: Iterable[V1StepRecord], recompute_as_prompt: bool = False) -> list[V1Point]:
+    return [(s.sim_s, s.prompt_tokens - (0 if recompute_as_prompt else s.recomputed_tokens),
+             s.generated_tokens, s.running, s.waiting,
+             100.0 * s.gpu_used / max(1, s.gpu_total), len(s.preempted)) for s in steps]
+
+
+def v1_point_windows(points: Iterable[V1Point], warmup_s: float = 0.0,
+                     interval_s: float = V1_STATS_INTERVAL_S) -> list[LogWindow]:
+    """The stats lines of `points` (engine.analysis.logs.fit re-times a run's points without
+    running it again). `warmup_s`: the logger started that long before the first step (vLLM
+    builds it with the engine), so the first window is that much shorter on the sim clock."""
     windows: list[LogWindow] = []
-    last = 0.0
+    last = -warmup_s
     prompt = generated = preempted = 0
-    for s in steps:
-        prompt += s.prompt_tokens - (0 if recompute_as_prompt else s.recomputed_tokens)
-        generated += s.generated_tokens
-        preempted += len(s.preempted)
-        if s.sim_s - last >= interval_s:
-            elapsed = s.sim_s - last
+    for sim_s, p, g, running, waiting, gpu_pct, preemptions in points:
+        prompt += p
+        generated += g
+        preempted += preemptions
+        if sim_s - last >= interval_s:
+            elapsed = sim_s - last
             windows.append(LogWindow(
-                t_s=round(s.sim_s, 3), clock=None, line=len(windows),
+                t_s=round(sim_s, 3), clock=None, line=len(windows),
                 prompt_tps=round(prompt / elapsed, 1), gen_tps=round(generated / elapsed, 1),
-                running=s.running, swapped=None, pending=s.waiting,
-                gpu_pct=round(100.0 * s.gpu_used / max(1, s.gpu_total), 1), cpu_pct=None,
+                running=running, swapped=None, pending=waiting,
+                gpu_pct=round(gpu_pct, 1), cpu_pct=None,
                 engine=0, kv_device="GPU", preemptions=preempted or None))
             prompt = generated = preempted = 0
-            last = s.sim_s
+            last = sim_s
     return windows
+
+
+def v1_sim_windows(steps: Iterable[V1StepRecord], interval_s: float = V1_STATS_INTERVAL_S,
+                   recompute_as_prompt: bool = False, warmup_s: float = 0.0) -> list[LogWindow]:
+    """The stats lines vLLM V1 would have printed; `t_s` is simulated seconds since the first
+    step, `line` the window's index, `engine` 0."""
+    return v1_point_windows(v1_points(steps, recompute_as_prompt), warmup_s, interval_s)
 
 
 def stats_log(windows: Iterable[LogWindow], start: str = "12-04 10:00:00") -> str:
