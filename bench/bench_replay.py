@@ -7,8 +7,8 @@ keep it out of git):
   1. `observatory summary F`: launch to exit (target <= 0.5 s);
   2. `observatory replay F` on a pty (120x40): launch to the first frame that shows the run's
      last step number (`/ N` in the replay bar; target <= 0.8 s);
-  3. jumps on that screen, paused: End, Home and `g 50000` Enter, each from the key press to the
-     frame that shows the new step (target <= 50 ms each).
+  3. jumps on that screen, paused, in this order: `g 50000` Enter, Home and End, each from
+     the key press to the frame that shows the new step (target <= 50 ms each).
 
 Two arms run in alternating pairs (A B, B A, ...) so both see the same machine load: the file
 as the recorder closed it, with its index (engine.stream.indexed: `summary` reads the tail,
@@ -20,7 +20,13 @@ processes disturbs far less than wall time.
 Without F, a 100,000-step recording is synthesized from a shipped run's records (renumbered
 and shifted in time) and written by the real Recorder.
 
-    PYTHONPATH=. python bench/bench_replay.py [F] [--reps 5]
+The processes run with their bytecode cached, as an installed observatory's are after its
+first run: the modules compile once, into a cache of the bench's own (PYTHONPYCACHEPREFIX, even
+where PYTHONDONTWRITEBYTECODE is set), in a warm-up launch of each arm that is not counted.
+`--compile` compiles them at every launch instead (what a tree that never keeps bytecode pays:
+~0.1 s of CPU more per launch).
+
+    PYTHONPATH=. python bench/bench_replay.py [F] [--reps 5] [--compile]
 """
 
 from __future__ import annotations
@@ -53,9 +59,16 @@ def observatory(*args: str) -> list[str]:
     return [sys.executable, "-m", "tui.cli", *args]
 
 
+PYCACHE: str | None = None  # main() sets it: where the measured processes keep bytecode
+
+
 def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color",
-            "COLUMNS": "120", "LINES": "40"}
+    out = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color",
+           "COLUMNS": "120", "LINES": "40"}
+    if PYCACHE is not None:
+        out.pop("PYTHONDONTWRITEBYTECODE", None)
+        out["PYTHONPYCACHEPREFIX"] = PYCACHE
+    return out
 
 
 def summary_s(path: str) -> tuple[float, float]:
@@ -83,7 +96,7 @@ class Screen:
         self.buffer = b""
         self.text = b""
 
-    def wait_for(self, pattern: bytes, timeout: float = 120.0) -> float:
+    def wait_for(self, pattern: bytes, timeout: float = 60.0) -> float:
         """Seconds until `pattern` appears in output written after this call."""
         self.buffer = b""
         t0 = time.perf_counter()
@@ -102,7 +115,8 @@ class Screen:
                     return time.perf_counter() - t0
             if self.process.poll() is not None:
                 break
-        raise SystemExit(f"replay never showed {pattern!r}")
+        tail = self.text[-400:].decode(errors="replace")
+        raise SystemExit(f"replay never showed {pattern!r}; its screen ended with: {tail!r}")
 
     def cpu_s(self) -> float:
         """CPU seconds the replay process has used so far (all its threads)."""
@@ -162,15 +176,17 @@ def replay_once(path: Path, first: int, last: int, middle: int) -> dict[str, flo
         out["open_cpu"] = screen.cpu_s()
         if b"paused" not in screen.text:
             screen.press(b" ", rb"paused")
-        out["end"] = screen.press(KEYS["end"], re.escape(f"step {last:,} /".encode()))
-        out["end_cpu"] = screen.last_ui_cpu
-        out["home"] = screen.press(KEYS["home"], re.escape(f"step {first:,} /".encode()))
-        out["home_cpu"] = screen.last_ui_cpu
+        # each jump goes somewhere else (a jump to where the screen is draws nothing new: there
+        # is nothing to time): an arm opens at the end (a window) or at the start (no index)
         screen.press(b"g", rb"step number")  # the prompt is up; typing is not the jump
         os.write(screen.master, str(middle).encode())
         time.sleep(0.5)  # a bench, not a test: let the digits land in the prompt
         out["g"] = screen.press(b"\r", re.escape(f"step {middle:,} /".encode()))
         out["g_cpu"] = screen.last_ui_cpu
+        out["home"] = screen.press(KEYS["home"], re.escape(f"step {first:,} /".encode()))
+        out["home_cpu"] = screen.last_ui_cpu
+        out["end"] = screen.press(KEYS["end"], re.escape(f"step {last:,} /".encode()))
+        out["end_cpu"] = screen.last_ui_cpu
     finally:
         screen.close()
     return out
@@ -181,12 +197,17 @@ def main() -> int:
     parser.add_argument("path", nargs="?")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--steps", type=int, default=100_000, help="when synthesizing")
+    parser.add_argument("--compile", action="store_true",
+                        help="no bytecode cache: every launch compiles the modules")
     args = parser.parse_args()
     import tempfile
+
+    global PYCACHE
 
     from engine.stream.reader import load
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-replay-"))
+    PYCACHE = None if args.compile else str(tmp / "pycache")
     indexed = Path(args.path) if args.path else synthesized(args.steps, tmp / "run.jsonl.zst")
     bare = tmp / "bare.jsonl.zst"
     if not bare_copy(indexed, bare):
@@ -202,6 +223,9 @@ def main() -> int:
     arms = {"indexed": indexed, "no index": bare}
     sums: dict[str, list[tuple[float, float]]] = {a: [] for a in arms}
     shots: dict[str, list[dict[str, float]]] = {a: [] for a in arms}
+    for arm in arms:  # warm-up, not counted: bytecode cache, the OS's file cache
+        summary_s(str(arms[arm]))
+        replay_once(arms[arm], first, last, middle)
     for i in range(args.reps):
         order = list(arms) if i % 2 == 0 else list(reversed(arms))
         for arm in order:
@@ -214,7 +238,8 @@ def main() -> int:
         return "met" if value <= target else "MISSED"
 
     print(f"medians of {args.reps} alternating pairs (load average now "
-          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})")
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}; bytecode "
+          f"{'compiled at every launch' if args.compile else 'cached'})")
     for arm in arms:
         wall, cpu = med(w for w, _ in sums[arm]), med(c for _, c in sums[arm])
         print(f"  summary, launch to exit, {arm:8}: {wall:.3f} s wall, {cpu:.3f} s CPU "
@@ -226,7 +251,7 @@ def main() -> int:
               f"{cpu:.2f} s CPU (target <= 0.8 s: {verdict(opened, 0.8)} wall, "
               f"{verdict(cpu, 0.8)} CPU)")
     for arm in arms:
-        for key, name in (("end", "End"), ("home", "Home"), ("g", f"g {middle}")):
+        for key, name in (("g", f"g {middle}"), ("home", "Home"), ("end", "End")):
             times = [s[key] for s in shots[arm]]
             cpu = med(s[key + "_cpu"] for s in shots[arm])
             print(f"  replay jump {name:>7}, {arm:8}: median {med(times) * 1000:6.1f} ms, worst "

@@ -50,3 +50,34 @@ async def test_whole_keys_in_priority_order(paths, width):
             assert len(shown) == len(bound)  # room for every key
         else:
             assert len(shown) < len(bound)  # the rest are in `?`
+
+
+async def test_the_footer_builds_its_keys_once_and_not_again_on_a_jump_or_the_prompt():
+    """A screen's start brings three reasons to rebuild (the bindings become ready, the first
+    resize, the bindings again): one rebuild, before the user's first key, and none after a
+    jump or after the `g` prompt closes (the same keys)."""
+    rebuilds = []
+    original = KeyFooter.recompose
+
+    async def counted(self):
+        rebuilds.append(self)
+        return await original(self)
+
+    app = replay_app([str(OFF)], autoplay=False)
+    KeyFooter.recompose = counted
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            keys = await footer_keys(pilot)
+            for _ in range(100):
+                if any(k.action == "help" for k in keys):
+                    break
+                keys = await footer_keys(pilot)
+            assert len(rebuilds) == 1
+            await pilot.press("end")
+            await pilot.press("g", "5", "enter")
+            await footer_keys(pilot)
+            assert app.main_screen.view.current_step == 5
+            assert len(rebuilds) == 1
+            assert any(k.action == "help" for k in await footer_keys(pilot))
+    finally:
+        KeyFooter.recompose = original

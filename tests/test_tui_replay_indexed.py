@@ -20,10 +20,10 @@ OFF = ROOT / "recordings" / "seed-5578-off.jsonl.zst"  # 1,600-odd steps, ends i
 SIZE = (160, 50)
 
 
-def indexed_copy(tmp_path: Path) -> Path:
+def indexed_copy(tmp_path: Path, frame_bytes: int = 1 << 15) -> Path:
     run = load(OFF)
     path = tmp_path / "off.jsonl.zst"
-    recorder = Recorder(path, run.header, background_flush=False, frame_bytes=1 << 15)
+    recorder = Recorder(path, run.header, background_flush=False, frame_bytes=frame_bytes)
     for item in run.items:
         recorder.write(item)
     recorder.close()
@@ -63,3 +63,105 @@ async def test_indexed_replay_opens_at_the_end_and_jumps_before_the_whole_read(t
         await pilot.press("end")
         assert screen.view.current_step == last
         assert screen.view.abort is not None
+
+
+def plotted(screen: ReplayScreen) -> dict[str, tuple[tuple[float, float], list]]:
+    """Each plot's x range and its lines' points, as the plots were last given them."""
+    from tui.widgets.run_plot import RunPlot
+
+    return {p.id: (p._xlim, [(line.label, list(line.xs), list(line.ys)) for line in p._lines])
+            for p in screen.query(RunPlot)}
+
+
+async def test_a_jump_to_another_window_shows_that_steps_plots(tmp_path):
+    """Home and `g N` on the window land on another part of the run: the screen shows that
+    step, and every plot is redrawn from that part's records (the whole run's series over the
+    same range), not left showing the window it came from."""
+    path = indexed_copy(tmp_path)
+    full = load(path)
+    from tui.run_view import RunView
+
+    whole = load(path, into=RunView)
+    hold = threading.Event()
+    app = replay_app([str(path)], hold_whole_read=hold, window_from_steps=0)
+    async with app.run_test(size=SIZE) as pilot:
+        screen: ReplayScreen = app.main_screen  # type: ignore[assignment]
+        at_end = plotted(screen)
+        for keys, step in ((["home"], full.first_step),
+                           (["g", *str(full.last_step // 2), "enter"], full.last_step // 2)):
+            await pilot.press(*keys)
+            await pilot.pause()
+            assert screen.windowed and screen.view.current_step == step
+            view = screen.view
+            assert view.first_step <= step <= view.last_step < full.last_step
+            shown = plotted(screen)
+            assert shown != at_end
+            for plot_id, (xlim, lines) in shown.items():
+                assert xlim == (float(view.first_step), float(view.last_step))
+                plot = screen.query_one(f"#{plot_id}")
+                for label, xs, ys in lines:
+                    name = {"GPU": "gpu_pct", "CPU": "cpu_pct", "running": "running",
+                            "swapped": "swapped", "waiting": "waiting", "generated": "gen_tps",
+                            "prompt": "prompt_tps",
+                            "committed % of GPU+CPU": "committed_pct"}[label]
+                    wx, wy = whole.series(name, view.first_step, view.last_step, plot.points)
+                    assert xs == list(wx) and ys == list(wy), (plot_id, label)
+            assert plot._cursor == step  # the cursor line is at the shown step
+        hold.set()
+        await asyncio.to_thread(screen.loader.done.wait, 60)
+
+
+def test_the_whole_read_turns_the_collector_off_and_with_freeze_freezes_the_run(tmp_path):
+    """A 100,000-step run is ~700,000 containers; a full collection over them mid-key took
+    ~100 ms. The read runs with the collector off (and turns it back on); with `freeze` (the
+    `replay` command owns its process) the run ends in the permanent generation."""
+    import gc
+
+    from engine.stream.indexed import open_indexed
+
+    path = indexed_copy(tmp_path)
+
+    class Target:
+        def __init__(self) -> None:
+            self.messages = []
+            self.collector_on = []
+
+        def post_message(self, message) -> None:
+            self.collector_on.append(gc.isenabled())
+            self.messages.append(message)
+
+    for freeze in (False, True):
+        target = Target()
+        collector_during = []
+        loader = WholeRunLoader(str(path), indexed=open_indexed(path), freeze=freeze)
+        loader._wait_quiet = lambda: collector_during.append(gc.isenabled())  # type: ignore
+        before = gc.get_freeze_count()
+        try:
+            loader._run(target)
+            frozen = gc.get_freeze_count() - before
+        finally:
+            gc.unfreeze()  # the test process goes on: give the collector its objects back
+        assert gc.isenabled() and target.collector_on == [True]
+        # off at every offer to pause while reading; the last one, before the post, is after
+        assert len(collector_during) > 2 and not any(collector_during[:-1])
+        assert target.messages[0].view is not None and len(target.messages[0].view) == \
+            len(load(path))
+        if freeze:
+            assert frozen > len(target.messages[0].view.steps)  # the run's containers
+        else:
+            assert frozen == 0
+
+
+def test_a_frame_read_offers_to_pause_every_few_hundred_lines(tmp_path):
+    from engine.stream.indexed import PAUSE_LINES, open_indexed
+
+    path = indexed_copy(tmp_path, frame_bytes=1 << 20)
+    indexed = open_indexed(path)
+    calls = []
+    k = max(range(len(indexed.index.frames)), key=lambda j: len(indexed.frame_text(j)))
+    lines = indexed.frame_text(k).count(b"\n")
+    indexed.frame_records(k, lambda: calls.append(1))
+    assert lines > PAUSE_LINES
+    assert len(calls) == -(-lines // PAUSE_LINES)
+    indexed.frame_records(k, lambda: calls.append(1))  # cached: decoded once
+    assert len(calls) == -(-lines // PAUSE_LINES)

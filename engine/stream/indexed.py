@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
@@ -36,6 +36,9 @@ from engine.stream.zstdframes import ZSTD_MAGIC
 TAIL_BYTES = 256 << 10
 """How much of the end is read to find the index. A 100,000-step index is ~1 KB; one with
 a frame every MB of text fits a run of tens of GB."""
+
+PAUSE_LINES = 256
+"""How often a frame's decoding offers to pause (~1 ms of work): a frame is 2,000 steps."""
 
 _index_decoder = msgspec.json.Decoder(Index)
 _check_decoder = msgspec.json.Decoder(Check)
@@ -98,15 +101,19 @@ class IndexedFile:
             raise IndexDamaged(f"frame {k} does not end where the index says")
         return text
 
-    def frame_records(self, k: int) -> tuple[Header | None, list[Record]]:
+    def frame_records(self, k: int, pause: Callable[[], None] | None = None
+                      ) -> tuple[Header | None, list[Record]]:
         """Frame k's records (and, in frame 0, the header), every block checked by its Check
-        line (kept in `cache`). Raises IndexDamaged if anything does not hold."""
+        line (kept in `cache`). Raises IndexDamaged if anything does not hold. `pause` is
+        called every PAUSE_LINES lines: a background reader waits there while the UI thread
+        needs the interpreter."""
         cached = self.cache.get(k)
         if cached is None:
-            cached = self.cache[k] = self._decode_frame(k)
+            cached = self.cache[k] = self._decode_frame(k, pause)
         return cached
 
-    def _decode_frame(self, k: int) -> tuple[Header | None, list[Record]]:
+    def _decode_frame(self, k: int, pause: Callable[[], None] | None = None
+                      ) -> tuple[Header | None, list[Record]]:
         text = self.frame_text(k)
         if len(text) > limits.MAX_RECORDING_BYTES:
             raise IndexDamaged(f"frame {k} is too large")
@@ -120,7 +127,9 @@ class IndexedFile:
         pos = 0
         count = 0
         decode = _record_decoder.decode
-        for line in lines:
+        for n, line in enumerate(lines):
+            if pause is not None and not n % PAUSE_LINES:
+                pause()
             end = pos + len(line) + 1
             if line.startswith(CHECK_PREFIX):
                 try:

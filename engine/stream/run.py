@@ -405,10 +405,13 @@ class Run:
             self._floats[name] = (buffer, n)
         return buffer[:n]
 
-    def prepare_plots(self) -> None:
+    def prepare_plots(self, pause: Callable[[], None] | None = None) -> None:
         """Build every plot series' columns now: a background loader calls this so that the
-        screen's first plot of a long run walks no records."""
+        screen's first plot of a long run walks no records. `pause` is called before each
+        series (~15 ms of work on 100,000 steps), where a background loader waits for the UI."""
         for name in SERIES:
+            if pause is not None:
+                pause()
             try:
                 self.series(name, self.first_step, self.last_step, 1)
             except (AttributeError, KeyError):  # a series this run's records do not have

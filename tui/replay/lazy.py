@@ -12,6 +12,7 @@ found by the whole read, said in one line, and the window stays on screen.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from typing import Any
@@ -60,20 +61,29 @@ class WholeRunLoader:
 
     It reads frame by frame through the index (each block checked against its Check line,
     each zstd frame against its content checksum, and the steps, lines and end against the
-    sealed index), and waits between frames while the user is moving (`busy`): a key press
-    must not queue behind a second of decoding for the GIL. Anything that does not check
-    sends it to the strict whole-file reader (engine.stream.reader.load), whose one-line
-    error the screen shows."""
+    sealed index), and waits while the user is moving (`busy`): a key press must not queue
+    behind a second of decoding for the GIL, so the read offers to wait every ~1 ms of its
+    work (every PAUSE_LINES lines of a frame, every EXTEND_CHUNK records it indexes, every
+    plot series it builds). Anything that does not check sends it to the strict whole-file
+    reader (engine.stream.reader.load), whose one-line error the screen shows.
 
-    PAUSE_S = 0.3  # after a key, the read waits this long before its next frame
+    The cyclic garbage collector is off while it reads, as engine.stream.reader.load turns
+    it off: a 100,000-step run is ~700,000 small containers, none of them cyclic, and each
+    full collection over them took ~100 ms of the interpreter, mid-key. With `freeze` (the
+    replay owns its process: the `replay` command, not a test) the whole run is then moved
+    to the collector's permanent generation (gc.freeze), so no later collection walks it."""
+
+    PAUSE_S = 0.3  # after a key, the read waits this long before going on
+    EXTEND_CHUNK = 256  # records indexed between offers to wait
 
     def __init__(self, path: str, lenient: bool = False,
-                 hold: threading.Event | None = None, indexed: IndexedFile | None = None
-                 ) -> None:
+                 hold: threading.Event | None = None, indexed: IndexedFile | None = None,
+                 freeze: bool = False) -> None:
         self.path = path
         self.lenient = lenient
         self.hold = hold  # tests: the read waits for this, so the window can be driven first
         self.indexed = indexed
+        self.freeze = freeze
         self.done = threading.Event()  # set once RunLoaded is posted
         self._quiet_at = 0.0  # monotonic time before which the read does not go on
 
@@ -95,14 +105,13 @@ class WholeRunLoader:
             return None
         index = indexed.index
         try:
-            header, records = indexed.frame_records(0)
+            header, records = indexed.frame_records(0, self._wait_quiet)
             if header is None:
                 return None
             view = RunView(header, indexed.path)
-            view.extend(records)
+            self._extend(view, records)
             for k in range(1, len(index.frames)):
-                self._wait_quiet()
-                view.extend(indexed.frame_records(k)[1])
+                self._extend(view, indexed.frame_records(k, self._wait_quiet)[1])
         except (IndexDamaged, OSError):
             return None
         indexed.cache.clear()  # the view holds the records now
@@ -114,22 +123,34 @@ class WholeRunLoader:
         view.index = index
         return view
 
+    def _extend(self, view: RunView, records: list) -> None:
+        step = self.EXTEND_CHUNK
+        for i in range(0, len(records), step):
+            self._wait_quiet()
+            view.extend(records[i:i + step])
+
     def _run(self, target: Any) -> None:
         from engine.stream.reader import load
 
         if self.hold is not None:
             self.hold.wait()
+        was_enabled = gc.isenabled()
+        gc.disable()
         try:
             view = self._by_frames()
             if view is None:
                 view = load(self.path, lenient=self.lenient, into=RunView)
-            self._wait_quiet()
-            view.prepare_plots()
+            view.prepare_plots(self._wait_quiet)
+            if self.freeze:
+                gc.freeze()
             message = RunLoaded(view)
         except ObservatoryError as exc:
             message = RunLoaded(None, str(exc))
         except (OSError, MemoryError) as exc:
             message = RunLoaded(None, f"{type(exc).__name__}: {exc}")
+        finally:
+            if was_enabled:
+                gc.enable()
         self._wait_quiet()
         target.post_message(message)
         self.done.set()

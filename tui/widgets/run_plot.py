@@ -7,8 +7,10 @@ A click on the chart area is turned into a SeekRequested for the step under the 
 Speed matters because a live run pays for every UI millisecond in engine steps (the GIL):
 
 - plotext's `plot()` joins points in pure Python (~50 ms per chart); we interpolate the joins
-  with numpy to braille-dot resolution and draw them with `scatter()` instead, which looks the
-  same for a fraction of the cost;
+  with numpy to braille-dot resolution instead, which looks the same for a fraction of the cost;
+- plotext then places each point in Python too (~2 ms of a chart's ~2.5 at 120x40); it draws
+  only the frame, axes and markers, and `paint_points` puts the points on its canvas with
+  numpy, cell for cell where plotext's `scatter()` would (tests/test_tui_plot_paint.py);
 - PlotextPlot turns plotext's output into an ANSI string and parses it back (Text.from_ansi),
   then Textual wraps that Text; we read plotext's character/colour matrix straight into Strips
   (Textual's line API), which skips both.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from plotext import _utility as plotext_utility
@@ -88,6 +90,78 @@ def joined(xs: np.ndarray, ys: np.ndarray, dot_x: float, dot_y: float
     frac = (np.arange(int(n.sum())) - start + 1) / np.repeat(n, n)
     return (np.concatenate([xs[:1], xs[seg] + dx[seg] * frac]),
             np.concatenate([ys[:1], ys[seg] + dy[seg] * frac]))
+
+
+def canvas_dots(values: np.ndarray, lim: tuple[float, float], bins: int) -> np.ndarray:
+    """plotext's `get_matrix_data` over an array: each value's dot on a canvas `bins` dots
+    wide (or high), rounded exactly as plotext rounds (half up at the 8th decimal, then
+    floor); a value that is not finite gets -1 (off the canvas)."""
+    with np.errstate(invalid="ignore"):  # inf - inf: not drawn (below)
+        scaled = (0.5 + (bins - 1) * (values - lim[0]) / (lim[1] - lim[0])) * 100000000
+        low = np.floor(scaled)
+        rounded = np.where(scaled - low < 0.5, low, np.ceil(scaled)) * 1e-08
+    dots = np.full(len(rounded), -1, dtype=np.int64)
+    finite = np.isfinite(rounded)
+    dots[finite] = np.floor(rounded[finite])
+    return dots
+
+
+def _braille_chars() -> list[str]:
+    """Braille character of each 8-bit dot mask; bit 7 - (2 * (3 - row) + column) is the dot
+    at (column 0-1, row 0-3 from the bottom): plotext's own code order, read from its table."""
+    chars = [" "] * 256
+    for code, char in plotext_utility.braille_codes.items():
+        chars[sum(bit << (7 - i) for i, bit in enumerate(code))] = char
+    return chars
+
+
+BRAILLE = _braille_chars()
+
+
+def braille_cells(xd: np.ndarray, yd: np.ndarray, width: int, height: int
+                  ) -> list[tuple[int, int, str]]:
+    """(column, row, character) of every canvas cell that dots (xd, yd) light, for a canvas
+    of width x height cells of 2 x 4 dots; dots off the canvas are dropped."""
+    cx, cy = xd // 2, yd // 4
+    inside = (cx >= 0) & (cx < width) & (cy >= 0) & (cy < height)
+    cx, cy, xd, yd = cx[inside], cy[inside], xd[inside], yd[inside]
+    bits = np.left_shift(1, 7 - (2 * (3 - yd % 4) + xd % 2))
+    masks = np.zeros(width * height, dtype=np.int64)
+    np.bitwise_or.at(masks, cy * width + cx, bits)
+    lit = np.flatnonzero(masks)
+    return [(int(k % width), int(k // width), BRAILLE[m])
+            for k, m in zip(lit.tolist(), masks[lit].tolist())]
+
+
+def marker_cells(xd: np.ndarray, yd: np.ndarray, width: int, height: int, marker: str
+                 ) -> list[tuple[int, int, str]]:
+    """(column, row, marker) of every canvas cell holding a point (one dot per cell)."""
+    inside = (xd >= 0) & (xd < width) & (yd >= 0) & (yd < height)
+    lit = np.unique(yd[inside] * width + xd[inside])
+    return [(int(k % width), int(k // width), marker) for k in lit.tolist()]
+
+
+def paint_points(matrix: Any, xs: np.ndarray, ys: np.ndarray, xlim: tuple[float, float],
+                 ylim: tuple[float, float], marker: str, color: Any) -> None:
+    """Points onto the canvas of a matrix plotext has built (its `monitor.matrix`), as its
+    `scatter(xs, ys, marker=marker, color=color)` would have put them there."""
+    cols, rows = matrix.Cols_canvas, matrix.Rows_canvas
+    width, height = len(cols), len(rows)
+    if width <= 0 or height <= 0:
+        return
+    if marker == "braille":
+        cells = braille_cells(canvas_dots(xs, xlim, 2 * width), canvas_dots(ys, ylim, 4 * height),
+                              width, height)
+    else:
+        cells = marker_cells(canvas_dots(xs, xlim, width), canvas_dots(ys, ylim, height),
+                             width, height, marker)
+    x0, y0 = cols.start, rows.start
+    no_style = plotext_utility.no_color
+    for x, y, char in cells:
+        row, col = y + y0, x + x0
+        matrix.marker[row][col] = char
+        matrix.fullground[row][col] = color
+        matrix.style[row][col] = no_style
 
 
 def nice_ticks(top: float, count: int, integer: bool) -> list[float]:
@@ -294,16 +368,8 @@ class RunPlot(PlotextPlot):
         ylims = {axis: (0.0, self._top(axis)) for axis in axes}
         plot_w, plot_h = max(10, width - 8), max(4, height - 5)
         for line in self._lines:
-            if len(line.xs) and line.marker != "braille":
-                plt.scatter(list(line.xs), list(line.ys), marker=line.marker,
-                            color=self.color_of(line.color),
-                            yside=line.axis)
-            elif len(line.xs):
-                ylo, yhi = ylims[line.axis]
-                xs, ys = joined(np.asarray(line.xs, dtype=float), np.asarray(line.ys, dtype=float),
-                                (hi - lo) / (2 * plot_w), (yhi - ylo) / (4 * plot_h))
-                plt.scatter(xs.tolist(), ys.tolist(), marker="braille",
-                            color=self.color_of(line.color),
+            if len(line.xs):  # no points: plotext draws the line's axis, `_paint` the points
+                plt.scatter([], [], marker=line.marker, color=self.color_of(line.color),
                             yside=line.axis)
         for marker in self.visible_markers():
             plt.vertical_line(marker.step, color=self.color_of(marker.color))
@@ -320,6 +386,7 @@ class RunPlot(PlotextPlot):
         plt._set_sizes()
         plt._build_matrix()
         matrix = plt.monitor.matrix
+        self._paint(matrix, ylims, plot_w, plot_h)
         strips: list[Strip] = [legend_strip]
         plain: list[str] = [legend.plain]
         for row in range(matrix.rows - 1, -1, -1):
@@ -337,6 +404,25 @@ class RunPlot(PlotextPlot):
             plain.append("".join(markers))
         self._x_span, self._y_span = self._find_spans("\n".join(plain))
         return strips
+
+    def _paint(self, matrix, ylims: dict[str, tuple[float, float]], plot_w: int,
+               plot_h: int) -> None:
+        """Every line's points onto plotext's built matrix, in the lines' order, cell for cell
+        what plotext's own scatter would draw (its coordinate rounding, its braille grouping,
+        later lines over earlier ones), computed with numpy: plotext's per-point Python is
+        most of a chart's cost, and a jump to another part of a long run redraws all three."""
+        lo, hi = self._xlim
+        for line in self._lines:
+            if not len(line.xs):
+                continue
+            xs = np.asarray(line.xs, dtype=float)
+            ys = np.asarray(line.ys, dtype=float)
+            ylim = ylims[line.axis]
+            color = self.color_of(line.color)
+            if line.marker == "braille":
+                xs, ys = joined(xs, ys, (hi - lo) / (2 * plot_w),
+                                (ylim[1] - ylim[0]) / (4 * plot_h))
+            paint_points(matrix, xs, ys, (lo, hi), ylim, line.marker, color)
 
     @staticmethod
     def _find_spans(plain: str) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
