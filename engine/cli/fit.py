@@ -109,6 +109,11 @@ class Fit(CLISubcommand):
             raise EngineError(f"the sim of this workload did not start ({best.result.error}): "
                               f"fix the run flags and fit again")
         fitted = apply_params(base, best.values)
+        if kind == "v1" and len(best.result.windows) < len(target.windows):
+            sys.stderr.write(f"warning: the fitted run has {len(best.result.windows)} of the "
+                             f"log's {len(target.windows)} windows: this workload cannot make "
+                             f"this log; give the log's (--requests, --prompt-len, "
+                             f"--max-tokens, ... or --config)\n")
         sys.stdout.write(f"{sims} sims. Error per metric (mean absolute, in the metric's units; "
                          f"abort_s on the stats clock):\n{error_table(before, best)}\n")
         sys.stdout.write(f"before: {acceptance(before.result, fitted.requests)}\n"

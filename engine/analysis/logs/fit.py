@@ -123,8 +123,13 @@ def window_value(window: LogWindow, name: str, kind: FitKind) -> float | None:
 
 def metric_errors(target: Target, sim: SimResult, warmup_s: float) -> dict[str, float | None]:
     """Mean absolute error per stats-line metric in its own units, over the log's windows (a
-    window the sim never reached counts as the metric's whole range), plus the abort time on
-    the stats clock and the requests finished by the end."""
+    window the sim never reached counts as the metric's whole range; on V1, past the end of a
+    run that ran out of work, as the window of an idle engine, all zeros, if that is more),
+    plus the abort time on the stats clock and the requests finished by the end.
+
+    (Why the idle window: against a log whose windows no candidate matches, the whole range
+    can cost less than any match, and the clock search would then shrink the run until it has
+    no window at all.)"""
     errors: dict[str, float | None] = {}
     for name in target.metrics:
         diffs = []
@@ -136,7 +141,8 @@ def metric_errors(target: Target, sim: SimResult, warmup_s: float) -> dict[str, 
                 diffs.append(abs((window_value(sim.windows[k], name, target.kind) or 0)
                                  - value))
             else:
-                diffs.append(target.scales[name] * MISSING_WINDOW_ERROR)
+                missing = target.scales[name] * MISSING_WINDOW_ERROR
+                diffs.append(max(missing, abs(value)) if sim.complete else missing)
         errors[name] = sum(diffs) / len(diffs) if diffs else None
     if target.abort_clock_s is not None:
         sim_clock = (sim.abort_s if sim.aborted else sim.sim_s) + warmup_s
