@@ -41,8 +41,9 @@ from engine.stream.records import V1StepRecord, encode  # noqa: E402
 from engine.workload import Workload  # noqa: E402
 
 
-def bare(spec, steps: int) -> float:
-    """steps/s of vLLM's own loop over `steps` steps (the first, which admits, untimed)."""
+def bare(spec, steps: int) -> tuple[float, float]:
+    """steps/s of vLLM's own loop over `steps` steps (the first, which admits, untimed), by the
+    wall clock and by this thread's CPU time."""
     from vllm import SamplingParams
 
     built = build_engine(spec)
@@ -55,17 +56,17 @@ def bare(spec, steps: int) -> float:
     engine.step()
     gc.collect()
     gc.freeze()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     for _ in range(steps):
         engine.step()
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu_start
     gc.unfreeze()
-    return steps / elapsed
+    return steps / elapsed, steps / cpu
 
 
-def observed(spec, steps: int, lines: list[bytes] | None = None) -> float:
-    """steps/s of a Session over the same steps, every record encoded by its sink."""
-    marks: dict[str, float] = {}
+def observed(spec, steps: int, lines: list[bytes] | None = None) -> tuple[float, float]:
+    """steps/s of a Session over the same steps, every record encoded by its sink (wall, CPU)."""
+    marks: dict[str, tuple[float, float]] = {}
 
     def sink(item) -> None:
         if type(item) is V1StepRecord:
@@ -73,38 +74,44 @@ def observed(spec, steps: int, lines: list[bytes] | None = None) -> float:
             if lines is not None:
                 lines.append(line)
             if item.step == 0:
-                marks["start"] = time.perf_counter()
+                marks["start"] = (time.perf_counter(), time.thread_time())
             elif item.step == steps:
-                marks["end"] = time.perf_counter()
+                marks["end"] = (time.perf_counter(), time.thread_time())
 
     from msgspec.structs import replace
 
     session = Session(replace(spec, max_steps=steps + 1).validated())
     session.subscribe(sink)
     session.run()
-    return steps / (marks["end"] - marks["start"])
+    (wall0, cpu0), (wall1, cpu1) = marks["start"], marks["end"]
+    return steps / (wall1 - wall0), steps / (cpu1 - cpu0)
 
 
 def pairs(spec, steps: int, count: int, label: str) -> float:
-    """Alternating bare/observed pairs; prints each and the medians; returns the bare median."""
-    bare_rates, observed_rates, ratios = [], [], []
+    """Alternating bare/observed pairs; prints each and the medians, by the wall clock and by
+    CPU time (which the other processes of a loaded machine swing less); returns the bare wall
+    median."""
+    bare_rates, observed_rates, ratios, cpu_ratios = [], [], [], []
     for pair in range(count):
         if pair % 2 == 0:
-            b = bare(spec, steps)
-            o = observed(spec, steps)
+            b, b_cpu = bare(spec, steps)
+            o, o_cpu = observed(spec, steps)
         else:
-            o = observed(spec, steps)
-            b = bare(spec, steps)
+            o, o_cpu = observed(spec, steps)
+            b, b_cpu = bare(spec, steps)
         bare_rates.append(b)
         observed_rates.append(o)
         ratios.append(o / b)
+        cpu_ratios.append(o_cpu / b_cpu)
         print(f"{label} pair {pair + 1}: bare {b:,.0f} steps/s, observed {o:,.0f} steps/s, "
-              f"ratio {o / b:.3f}", flush=True)
+              f"ratio {o / b:.3f}; CPU {1e6 / b_cpu:.0f} us vs {1e6 / o_cpu:.0f} us a step, "
+              f"ratio {o_cpu / b_cpu:.3f}", flush=True)
     print(f"{label}, {steps:,} steps x {count} alternating pairs: bare "
           f"{statistics.median(bare_rates):,.0f} steps/s, observed "
           f"{statistics.median(observed_rates):,.0f} steps/s (medians); observed/bare "
           f"median of pairs {statistics.median(ratios):.3f} (range {min(ratios):.3f}-"
-          f"{max(ratios):.3f})", flush=True)
+          f"{max(ratios):.3f}); by CPU time {statistics.median(cpu_ratios):.3f} (range "
+          f"{min(cpu_ratios):.3f}-{max(cpu_ratios):.3f})", flush=True)
     return statistics.median(bare_rates)
 
 

@@ -20,7 +20,8 @@ import time
 
 import msgspec
 
-from engine.analysis.logs.fit import LENGTH_STARTS, PARAMS, Target, fit, get_params
+from engine.analysis.logs.fit import Target, fit
+from engine.analysis.logs.fitparams import LENGTH_STARTS, PARAMS, get_params
 from engine.analysis.logs.importer import import_log
 from engine.analysis.logs.simrun import Runner, SimResult, run_one
 from engine.analysis.logs.synthetic import stats_log

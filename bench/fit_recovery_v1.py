@@ -20,7 +20,8 @@ import time
 
 import msgspec
 
-from engine.analysis.logs.fit import V1, Target, fit, get_params
+from engine.analysis.logs.fit import Target, fit
+from engine.analysis.logs.fitparams import V1, get_params
 from engine.analysis.logs.importer import import_log
 from engine.analysis.logs.simrun import Runner, SimResult, run_one
 from engine.analysis.logs.v1windows import stats_log, v1_point_windows

@@ -61,6 +61,8 @@ class _CaptureHandler(logging.Handler):
                 self.dropped += 1
 
     def take(self) -> list[CapturedLine]:
+        if not self.pending:  # the common step: nothing logged, no lock (read once per step)
+            return []
         with self._lock_lines:
             lines, self.pending = self.pending, []
         return lines

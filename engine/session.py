@@ -406,6 +406,8 @@ class Session:
         """Apply queued commands, each by its type (`_APPLY`); block while paused. True means
         stop."""
         self._paused = False
+        if not self._commands.queue:  # every step but a command's: no lock, no exception
+            return False
         while True:
             try:
                 command, source, done = self._commands.get(block=self._paused, timeout=None)

@@ -166,7 +166,8 @@ def test_retiming_a_run_equals_running_it_on_that_clock() -> None:
 def test_fit_recovers_the_parameters_of_a_log_the_sim_made() -> None:
     """The demo's stats lines (9 windows, printed as vLLM 0.5 prints them) from known output
     lengths and cost; the fit starts 30-50 % off and must land within 10 % of each."""
-    from engine.analysis.logs.fit import Target, fit, get_params
+    from engine.analysis.logs.fit import Target, fit
+    from engine.analysis.logs.fitparams import get_params
     from engine.analysis.logs.importer import import_log
     from engine.analysis.logs.simrun import Runner
     from engine.analysis.logs.synthetic import stats_log
@@ -189,3 +190,81 @@ def test_fit_recovers_the_parameters_of_a_log_the_sim_made() -> None:
     assert best.score < before.score / 10
     for name in off:
         assert best.values[name] == pytest.approx(truth[name], rel=0.10), name
+
+
+# ---- V1 pieces that need no vLLM (tests/test_fit_v1.py fits V1 logs in the vllm033 venv) ----
+
+def _v1_run(cost: CostModel, warmup_s: float) -> tuple[SimResult, list]:
+    """A made-up V1 run whose batch changes from window to window (phases with and without
+    prefill chunks, decodes over contexts that grow and fall), timed by `cost`, and its windows every 2 s from a logger started `warmup_s`
+    before the first step."""
+    from engine.analysis.logs.retime import retime
+    from engine.analysis.logs.v1windows import v1_point_windows
+
+    trace, costs = [], []
+    for i in range(4000):
+        prompt = 900 if (i // 700) % 2 == 0 and i % 3 == 0 else 0  # prefill phases
+        decode = 4 + (i // 50) % 20
+        trace.append((0.0, prompt, decode, decode, 3, 50.0, 0))
+        context = decode * 150 + 4000 * ((i // 450) % 4)  # long and short requests
+        costs.append((prompt, decode, context, 0.0, i // 100))
+    result = SimResult(trace=[], costs=[], windows=[], steps=len(trace), sim_s=0.0,
+                       aborted=False, abort_s=None, finished=30, peak_swapped=0,
+                       max_swapped_drop=0, running_p50=0, running_max=0, engine="v1",
+                       v1_trace=trace, v1_costs=costs)
+    timed = retime(result, cost)
+    return timed, v1_point_windows(timed.v1_trace, warmup_s, 2.0)
+
+
+def test_the_v1_least_squares_clock_finds_the_coefficients_a_run_was_timed_with() -> None:
+    from engine.analysis.logs.clockstart import linear_clock
+    from engine.analysis.logs.fitparams import V1
+
+    truth = CostModel(base_s=0.003, per_prefill_token_s=4e-6, per_decode_seq_s=8e-5,
+                      per_context_token_s=1e-7)
+    timed, windows = _v1_run(truth, 1.5)
+    assert len(windows) >= 8
+    guess = linear_clock(windows, timed, 2.0, {p.name: (p.lo, p.hi) for p in V1.clock_params})
+    assert guess is not None
+    # measured: base -8 %, per prompt token -1 %, per decoding request +28 %, per context
+    # token -6 %, warm-up +0.02 s (a window ends on a step, not on its time: about one step's
+    # time of error per window, which the decode and fixed terms share)
+    tolerance = {"base_s": 0.15, "per_prefill_token_s": 0.05, "per_decode_seq_s": 0.4,
+                 "per_context_token_s": 0.15}
+    for name, rel in tolerance.items():
+        assert guess[f"cost.{name}"] == pytest.approx(getattr(truth, name), rel=rel), name
+    assert guess["warmup_s"] == pytest.approx(1.5, abs=0.1)
+    # and a log with too few windows for five unknowns gives no guess, not a wrong one
+    assert linear_clock(windows[:3], timed, 2.0,
+                        {p.name: (p.lo, p.hi) for p in V1.clock_params}) is None
+
+
+def test_v1_windows_of_a_retimed_run_score_zero_against_its_own_log() -> None:
+    from engine.analysis.logs.fit import Target, _trial
+    from engine.analysis.logs.fitparams import V1
+
+    truth = CostModel(base_s=0.004, per_decode_seq_s=5e-5)
+    timed, windows = _v1_run(truth, 1.0)
+    target = Target(windows, None, None, 0.0, {m: 1.0 for m in V1.metrics}, V1, 2.0,
+                    V1.metrics)
+    values = {"cost.base_s": 0.004, "cost.per_decode_seq_s": 5e-5,
+              "cost.per_prefill_token_s": truth.per_prefill_token_s,
+              "cost.per_context_token_s": truth.per_context_token_s, "warmup_s": 1.0}
+    assert _trial(target, timed, values).score == 0
+    assert _trial(target, timed, {**values, "cost.base_s": 0.005}).score > 0
+
+
+def test_a_v1_log_says_its_kv_cache_and_prefix_caching() -> None:
+    from engine.analysis.logs.importer import import_log
+
+    log = import_log(
+        "INFO 12-04 09:59:40 [core.py:140] Initializing a V1 LLM engine (v0.33.0) with config: "
+        "model='m', seed=0, enable_prefix_caching=True, enable_chunked_prefill=True\n"
+        "INFO 12-04 09:59:45 [kv_cache_utils.py:1147] GPU KV cache size: 19,200 tokens, "
+        "Maximum concurrency for 16,384 tokens per request: 1.17x\n"
+        "INFO 12-04 10:00:00 [loggers.py:335] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+        "Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV "
+        "cache usage: 5.0%\n", "v1.log")
+    assert log.header.engine == "v1" and log.header.vllm_version == "0.33.0"
+    assert log.header.engine_config["kv_cache_tokens"] == 19200
+    assert log.header.spec["enable_prefix_caching"] is True

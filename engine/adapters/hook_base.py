@@ -57,9 +57,14 @@ class PolicySwitch:
         with self._lock:
             self._pending = (parse_policy(policy), source)
 
-    def _apply_pending(self) -> None:
+    def _apply_pending(self) -> bool:
+        """Take the policy asked for, if any; True when the policy in force changed."""
+        if self._pending is None:  # every step but a switch's: no lock (a plain read is atomic)
+            return False
         with self._lock:
             pending, self._pending = self._pending, None
         if pending is not None and pending[0] != self._policy:
             self.changes.append((self.steps_scheduled, self._policy, pending[0], pending[1]))
             self._policy = pending[0]
+            return True
+        return False

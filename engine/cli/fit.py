@@ -54,8 +54,8 @@ class Fit(CLISubcommand):
     def cmd(self, args: argparse.Namespace) -> int:
         import signal
 
-        from engine.analysis.logs.fit import (LENGTH_STARTS, STOP_MARGIN, Target, apply_params,
-                                              fit, get_params, window_value)
+        from engine.analysis.logs.fit import STOP_MARGIN, Target, fit, window_value
+        from engine.analysis.logs.fitparams import LENGTH_STARTS, apply_params, get_params
         from engine.analysis.logs.importer import import_log
         from engine.analysis.logs.simrun import Runner
 
@@ -109,6 +109,11 @@ class Fit(CLISubcommand):
             raise EngineError(f"the sim of this workload did not start ({best.result.error}): "
                               f"fix the run flags and fit again")
         fitted = apply_params(base, best.values)
+        if kind == "v1" and len(best.result.windows) < len(target.windows):
+            sys.stderr.write(f"warning: the fitted run has {len(best.result.windows)} of the "
+                             f"log's {len(target.windows)} windows: this workload cannot make "
+                             f"this log; give the log's (--requests, --prompt-len, "
+                             f"--max-tokens, ... or --config)\n")
         sys.stdout.write(f"{sims} sims. Error per metric (mean absolute, in the metric's units; "
                          f"abort_s on the stats clock):\n{error_table(before, best)}\n")
         sys.stdout.write(f"before: {acceptance(before.result, fitted.requests)}\n"
@@ -200,7 +205,8 @@ def fitted_toml(spec: Any, best: Any, before: Any, log_name: str) -> str:
             "max_tokens", "prompt_len", "chars_per_token", "arrival_rate", "seed", "cost",
             "lengths")
     if spec.preset.startswith("v1-"):  # what a V1 run also reads (V1 has no swap space)
-        keep = tuple(k for k in keep if k not in ("num_cpu_blocks", "swap_space_gib")) + (
+        keep = tuple(k for k in keep
+                     if k not in ("num_cpu_blocks", "swap_space_gib", "lengths")) + (
             "model", "min_tokens", "prompt_len_max", "shared_prefixes", "shared_prefix_len",
             "enable_prefix_caching", "scheduler_reserve_full_isl",
             "long_prefill_token_threshold", "kv_offloading_gib", "offload_eviction",

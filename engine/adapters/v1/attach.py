@@ -9,7 +9,8 @@ V1 runs its scheduler inside the EngineCore, often in a process of its own (`vll
 - `install_sim()`: every engine built from then on gets the sim executor as its
   `distributed_executor_backend` (a dotted path, importable in the EngineCore process too).
 - `V1Tap`: one Scheduler, watched. The hook (engine.adapters.v1.hooks) wraps `schedule`,
-  `_preempt_request` and its KV manager's `allocate_slots`; the tap adds `schedule` (a step
+  `_preempt_request` and, while a policy rule needs it, its KV manager's `allocate_slots`; the
+  tap adds `schedule` (a step
   begins), `update_from_output` (the step's outcome: it ends) and `add_request` (arrivals),
   all on the instance, and builds each step's record (engine.adapters.v1.step_record).
   `exec_s` is 0: the executor belongs to the EngineCore, which the tap does not see.
@@ -100,7 +101,11 @@ class V1Tap:
         originals = self.hook._originals
         guard.wrap(scheduler, "schedule", originals)
         guard.wrap(scheduler, "_preempt_request", originals)
-        guard.wrap(fam.kv_cache_manager(scheduler), "allocate_slots", originals)
+        manager = fam.kv_cache_manager(scheduler)  # the rules' wrapper, guarded, goes on and
+        manager.allocate_slots = self.hook.allocate_entry  # off with the policy (sync_policy)
+        guard.wrap(manager, "allocate_slots", originals)
+        self.hook.allocate_entry = vars(manager)["allocate_slots"]
+        self.hook.sync_policy()
         self.reader = StepReader(scheduler)
         self.vllm_version = vllm.__version__
         config = getattr(scheduler, "vllm_config", None)

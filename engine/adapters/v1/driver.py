@@ -6,6 +6,7 @@ and its executor timed by engine.adapters.exec_timing."""
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from typing import Any
 
 from engine.adapters import exec_timing
@@ -20,6 +21,10 @@ from engine.policy import Policy
 from engine.spec import RunSpec
 from engine.stream.records import V1StepRecord
 from engine.workload import Request
+
+
+_REQUEST_ID = attrgetter("request_id")  # of vLLM's public RequestOutput: read in C, every step
+_FINISHED = attrgetter("finished")
 
 
 class V1Driver:
@@ -41,6 +46,7 @@ class V1Driver:
         self.exec_timer = exec_timing.ExecTimer(built.engine_core)
         self._params: dict[int, Any] = {}  # max_tokens -> SamplingParams
         self._finished: list[str] = []
+        self._scheduled = False  # the last step called schedule(): the hook captured it
         # vLLM's CPU KV tier (its offloading connector), when the spec has one
         self.tier = v1_tier.attach(built.scheduler, fam.executor_of(built.engine_core))
         self._now_s = 0.0  # when the next step starts on the simulated clock
@@ -90,15 +96,18 @@ class V1Driver:
 
     def step(self) -> None:
         hook = self.hook
-        hook.current = v1_hooks.V1Capture(hook.policy)  # a step that schedules nothing
+        scheduled_before = hook.steps_scheduled
         if self.tier is not None:
             self.tier.before_step(self._now_s)
         outputs = self.engine.step()
-        self._finished = [o.request_id for o in outputs if o.finished]
+        # vLLM skips schedule() on a step with no requests: then the hook captured nothing
+        self._scheduled = hook.steps_scheduled != scheduled_before
+        self._finished = list(map(_REQUEST_ID, filter(_FINISHED, outputs)))
 
     def step_record(self, step: int, cost: CostModel, sim_start_s: float,
                     wall_s: float) -> V1StepRecord:
-        capture = self.hook.current
+        hook = self.hook
+        capture = hook.current if self._scheduled else v1_hooks.V1Capture(hook.policy)
         tier = self.tier.take(capture.output) if self.tier is not None else None
         record = self.reader.build(step, capture, cost, sim_start_s, wall_s, self._finished,
                                    tier)

@@ -9,14 +9,15 @@ Kept in one small module so a release that renames them changes one file. What i
   (its `full_sequence_must_fit` and `reserved_blocks` arguments);
 - a Request: `request_id`, `status`, `num_computed_tokens`, `num_tokens` (prompt plus outputs),
   `num_output_tokens`, `num_preemptions`;
-- a SchedulerOutput: `num_scheduled_tokens`, `scheduled_new_reqs`, `scheduled_cached_reqs`
+- a SchedulerOutput: `num_scheduled_tokens`, `total_num_scheduled_tokens`, `scheduled_new_reqs`, `scheduled_cached_reqs`
   (`resumed_req_ids`, `num_computed_tokens`), `finished_req_ids`;
 - the engine: `LLMEngine.engine_core` (the InprocClient) `.engine_core` (the EngineCore).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from operator import attrgetter
+from typing import Any, Callable
 
 from vllm.v1.request import RequestStatus
 
@@ -133,6 +134,20 @@ def computed_tokens(request: Any) -> int:
     return request.num_computed_tokens
 
 
+request_progress: Callable[[Any], tuple[int, int, int]] = attrgetter(
+    "num_computed_tokens", "num_tokens", "num_output_tokens")
+"""A request's (computed tokens, context tokens: prompt plus outputs, output tokens), in one C
+call: the hooks read it for every scheduled request of every step."""
+
+
+def computed_tokens_sum(requests: list) -> int:
+    """The computed tokens of `requests` together (the KV they hold), summed in C."""
+    return sum(map(_COMPUTED, requests))
+
+
+_COMPUTED = attrgetter("num_computed_tokens")
+
+
 def context_tokens(request: Any) -> int:
     return request.num_tokens
 
@@ -148,6 +163,10 @@ def preemptions(request: Any) -> int:
 # ---- a SchedulerOutput ------------------------------------------------------------------------
 def scheduled_tokens(output: Any) -> dict[str, int]:
     return output.num_scheduled_tokens
+
+
+def total_scheduled_tokens(output: Any) -> int:
+    return output.total_num_scheduled_tokens
 
 
 def finished_ids(output: Any) -> set[str]:

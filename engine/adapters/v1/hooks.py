@@ -30,18 +30,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from engine.adapters.driver import HookError  # noqa: F401  (raised through OwnCode; the Session catches it)
+from engine.adapters.driver import HookError  # the Session catches it: our bug, not vLLM's
 from engine.adapters.hook_base import OwnCode, PolicySwitch
 from engine.adapters.v1 import family_v033 as fam
 from engine.policy import Policy, parse_policy
 
 
-_OWN_SCHEDULE = OwnCode("hook schedule")
 _OWN_PREEMPT = OwnCode("hook _preempt_request")
 _OWN_ALLOCATE = OwnCode("hook allocate_slots")
 
 
-@dataclass
+@dataclass(slots=True)
 class V1Capture:
     """What the hooks saw during one `Scheduler.schedule()` call."""
 
@@ -58,7 +57,15 @@ class V1Capture:
 
 
 class V1SchedulerHook(PolicySwitch):
-    """Handle returned by `attach`. Thread-safe policy changes, applied at step boundaries."""
+    """Handle returned by `attach`. Thread-safe policy changes, applied at step boundaries.
+
+    It runs inside every step of the engine it watches, so its step path is kept to a few
+    microseconds (bench/bench_v1.py): no lock unless a switch is pending, `try` rather than a
+    context manager around its own code (free in Python 3.11 until something raises), one C
+    call per request to read it (`fam.request_progress`), and the `allocate_slots` wrapper on
+    vLLM's KV manager only while a policy rule needs it (`off` and `full-isl` change nothing
+    there, and vLLM calls it once per scheduled request).
+    """
 
     def __init__(self, scheduler: Any, policy: Policy) -> None:
         super().__init__(policy)
@@ -68,13 +75,21 @@ class V1SchedulerHook(PolicySwitch):
         self.block_size = fam.block_size(scheduler)
         self.current = V1Capture(policy)
         self.high_water: dict[str, int] = {}  # request id -> most tokens it ever had computed
+        # what goes on the KV manager while a rule needs it (attach's Guard wraps it)
+        self.allocate_entry: Callable[..., Any] = self._allocate_slots
 
     # ----------------------------------------------------------------- policy control
-    def _apply_pending(self) -> None:
-        super()._apply_pending()
+    def sync_policy(self) -> None:
+        """Make vLLM match the policy in force: its own `scheduler_reserve_full_isl`, and the
+        `allocate_slots` wrapper on or off."""
         policy = self._policy
         fam.set_reserve_full_isl(self.scheduler, policy.admission == "full-isl"
                                  or self.configured_full_isl)
+        manager = vars(fam.kv_cache_manager(self.scheduler))
+        if policy.admission == "whole-context" or policy.victim == "least-computed":
+            manager["allocate_slots"] = self.allocate_entry
+        else:
+            manager.pop("allocate_slots", None)
 
     # ----------------------------------------------------------------- wrappers
     def _install(self) -> None:
@@ -88,7 +103,6 @@ class V1SchedulerHook(PolicySwitch):
         self._originals["allocate_slots"] = manager.allocate_slots
         scheduler.schedule = self._schedule
         scheduler._preempt_request = self._preempt_request
-        manager.allocate_slots = self._allocate_slots
 
     def detach(self) -> None:
         """Put the scheduler back as it was."""
@@ -99,14 +113,19 @@ class V1SchedulerHook(PolicySwitch):
         self._originals.clear()
 
     def _schedule(self, *args, **kwargs):  # noqa: ANN002, ANN003
-        with _OWN_SCHEDULE:
-            self._apply_pending()
+        try:
+            if self._pending is not None and self._apply_pending():
+                self.sync_policy()
             self.current = capture = V1Capture(self._policy)
+        except Exception as exc:
+            raise HookError("hook schedule", exc) from exc
         output = self._originals["schedule"](*args, **kwargs)
-        with _OWN_SCHEDULE:
+        try:
             capture.output = output
             self._count_tokens(capture, output)
             self.steps_scheduled += 1
+        except Exception as exc:
+            raise HookError("hook schedule", exc) from exc
         return output
 
     def _count_tokens(self, capture: V1Capture, output: Any) -> None:
@@ -116,26 +135,29 @@ class V1SchedulerHook(PolicySwitch):
         context (prompt plus outputs so far); exactly its next token is a decode, anything
         else is prefill (a chunk, or a recompute)."""
         high = self.high_water
-        for rid in fam.finished_ids(output):
-            high.pop(rid, None)
+        finished = fam.finished_ids(output)
+        if finished:
+            for rid in finished:
+                high.pop(rid, None)
         requests = fam.requests(self.scheduler)
+        progress = fam.request_progress
         again = prompt = generated = decode = 0
         first: list[str] = []
         for rid, n in fam.scheduled_tokens(output).items():
-            request = requests[rid]
-            end = fam.computed_tokens(request)  # vLLM already advanced it by n
+            # computed: vLLM already advanced it by n; context: prompt plus outputs so far
+            end, context, outputs = progress(requests[rid])
             start = end - n
             before = high.get(rid, 0)
-            if before > start:
-                again += min(end, before) - start
             if end > before:
                 high[rid] = end
-            context = fam.context_tokens(request)
+                if before > start:
+                    again += before - start
+            elif before > start:
+                again += end - start
             if end < context:
                 prompt += n
                 continue
             generated += 1
-            outputs = fam.output_tokens(request)
             if outputs == 0:
                 first.append(rid)
             if n == 1 and outputs > 0:
@@ -205,5 +227,5 @@ def attach(scheduler: Any, policy: str | Policy = "off") -> V1SchedulerHook:
     """Instrument `scheduler` in place and return the handle that controls the policy."""
     hook = V1SchedulerHook(scheduler, parse_policy(policy))
     hook._install()
-    hook._apply_pending()
+    hook.sync_policy()
     return hook

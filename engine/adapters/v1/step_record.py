@@ -43,20 +43,25 @@ class StepReader:
             scheduled = fam.scheduled_tokens(output)
             new_ids = fam.new_ids(output)
             resumed_ids = fam.resumed_ids(output)
-            new = [(rid, scheduled[rid]) for rid in new_ids]
-            seen = set(new_ids)
-            for rid, n in scheduled.items():
-                if rid in seen:
-                    continue
-                (resumed if rid in resumed_ids else running).append((rid, n))
-            prefix_hits = fam.admitted_cached_tokens(output)
+            if not new_ids and not resumed_ids:  # most steps: every request was running
+                running = list(scheduled.items())
+            else:
+                new = [(rid, scheduled[rid]) for rid in new_ids]
+                seen = set(new_ids)
+                for rid, n in scheduled.items():
+                    if rid in seen:
+                        continue
+                    (resumed if rid in resumed_ids else running).append((rid, n))
+                prefix_hits = fam.admitted_cached_tokens(output)
+            batched = fam.total_scheduled_tokens(output)
+        else:
+            batched = 0
         self.finished_total += len(finished)
-        batched = sum(n for _, n in (*new, *resumed, *running))
         self.computed_total += batched
         self.recomputed_total += capture.recomputed_tokens
         self.preemptions_total += len(capture.preempted)
         live = fam.running(scheduler)
-        kv_tokens = sum(fam.computed_tokens(r) for r in live)
+        kv_tokens = fam.computed_tokens_sum(live)
         sim_step_s = cost.step_seconds(capture.prompt_tokens, capture.decode_reqs, kv_tokens)
         record = V1StepRecord(
             step=step,

@@ -34,14 +34,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Sequence
 
-import msgspec
 
 from engine.analysis.logs.clockstart import linear_clock
+from engine.analysis.logs.fitparams import V0, V1, FitKind, Param, apply_params
 from engine.analysis.logs.importer import ImportedLog
 from engine.analysis.logs.retime import finished_by, retime
 from engine.analysis.logs.simplex import minimize
 from engine.analysis.logs.simrun import Runner, SimResult, rewindow
-from engine.analysis.logs.timeline import STATS_INTERVAL_S, V1_STATS_INTERVAL_S
+from engine.analysis.logs.timeline import STATS_INTERVAL_S
 from engine.analysis.logs.windows import METRICS
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
@@ -49,101 +49,11 @@ from engine.spec import RunSpec
 from engine.stream.records import LogEvent, LogWindow
 
 MISSING_WINDOW_ERROR = 1.0  # scaled error charged per metric for a window the sim never reached
-
-
-# ---- parameters -------------------------------------------------------------------------------
-
-@dataclass
-class Param:
-    name: str
-    lo: float
-    hi: float
-    log_scale: bool  # steps multiply (True) or add (False)
-    step: float  # initial factor (log) or increment (linear)
-
-
-LENGTH_PARAMS: tuple[Param, ...] = (
-    Param("lengths.early_share", 0.0, 1.0, False, 0.2),
-    Param("lengths.request_corr", 0.0, 1.0, False, 0.25),
-    Param("lengths.early_mean_tokens", 2.0, 100_000.0, True, 2.0),
-)
-CLOCK_PARAMS: tuple[Param, ...] = (
-    Param("cost.base_s", 1e-4, 0.05, True, 2.0),
-    Param("cost.per_decode_seq_s", 1e-7, 1e-3, True, 2.0),
-    Param("cost.per_prefill_step_s", 1e-5, 0.5, True, 2.0),
-    Param("cost.per_prefill_token_s", 1e-8, 1e-4, True, 2.0),
-    Param("cost.per_context_token_s", 1e-10, 1e-6, True, 2.0),
-    Param("cost.per_swap_block_s", 1e-7, 1e-2, True, 2.0),
-    Param("warmup_s", 0.0, STATS_INTERVAL_S, False, 1.0),
-)
-PARAMS = LENGTH_PARAMS + CLOCK_PARAMS
-
-LENGTH_STARTS: tuple[dict[str, float], ...] = (
-    {"lengths.early_share": 1.0, "lengths.request_corr": 0.0,
-     "lengths.early_mean_tokens": 2000.0},
-    {"lengths.early_share": 0.4, "lengths.request_corr": 0.5,
-     "lengths.early_mean_tokens": 300.0},
-    {"lengths.early_share": 0.2, "lengths.request_corr": 0.0,
-     "lengths.early_mean_tokens": 200.0},
-)
-"""Shapes the length search also starts from, when the spec has no output-length model of its
-own: every sequence may stop at any token (close to one EOS probability), whole requests that stop
-early, and a few short sequences. (From a spec whose sequences never end early, every neighbour
-aborts within seconds and the search has no slope.)"""
-
-CLOCK_PRIOR = CostModel(per_swap_block_s=3e-5, per_prefill_step_s=0.005)
-"""What the cost fit starts from and leans towards: the default cost model, plus about 30 µs
-per swapped block (one OPT-125m block is 590 kB, copied layer by layer over PCIe) and 5 ms for
-a batch that cannot replay a CUDA graph because it holds a prefill chunk."""
-PRIOR_WEIGHT = 0.02  # score added per squared decade a coefficient sits from CLOCK_PRIOR
+PRIOR_WEIGHT = 0.02  # score added per squared decade a coefficient sits from the kind's prior
 STOP_MARGIN = 1.5  # sims run this much past the log's end on their own clock, for re-timing
 
 
-V1_LENGTH_PARAMS: tuple[Param, ...] = (
-    Param("workload.max_tokens", 2.0, 100_000.0, True, 1.25),
-    Param("workload.min_share", 0.0, 1.0, False, 0.15),
-)
-"""The V1 sim's output-length model is its workload's: a request ends at its own max_tokens,
-drawn uniformly from [min_tokens, max_tokens] (engine.workload); `min_share` is min_tokens /
-max_tokens."""
-V1_CLOCK_PARAMS: tuple[Param, ...] = (
-    Param("cost.base_s", 1e-4, 0.05, True, 2.0),
-    Param("cost.per_decode_seq_s", 1e-7, 1e-3, True, 2.0),
-    Param("cost.per_prefill_token_s", 1e-8, 1e-4, True, 2.0),
-    Param("cost.per_context_token_s", 1e-10, 1e-6, True, 2.0),
-    Param("warmup_s", 0.0, V1_STATS_INTERVAL_S, False, 2.0),
-)
-"""What V1's clock charges (engine.adapters.v1.step_record): no swap term, and no eager-prefill
-term, which V1 cannot tell from the fixed cost in a workload whose steps nearly all hold a
-prefill chunk (it keeps the spec's value)."""
-V1_METRICS = ("prompt_tps", "gen_tps", "running", "pending", "gpu_pct", "preemptions")
-"""V1's stats line (engine.analysis.logs.stats); its prefix-cache hit rate is not fitted: the
-step records do not carry the prefix cache's queries."""
-
-
-@dataclass(frozen=True)
-class FitKind:
-    """What the fit fits for one engine kind: the stats line's metrics, the parameters that
-    change decisions (a sim each) and those that only time them (a re-timing each)."""
-
-    engine: str
-    metrics: tuple[str, ...]
-    length_params: tuple[Param, ...]
-    clock_params: tuple[Param, ...]
-    clock_prior: CostModel
-    interval_s: float
-    length_starts: tuple[dict[str, float], ...]
-
-    @property
-    def params(self) -> tuple[Param, ...]:
-        return self.length_params + self.clock_params
-
-
-V0 = FitKind("v0", METRICS, LENGTH_PARAMS, CLOCK_PARAMS, CLOCK_PRIOR, STATS_INTERVAL_S,
-             LENGTH_STARTS)
-V1 = FitKind("v1", V1_METRICS, V1_LENGTH_PARAMS, V1_CLOCK_PARAMS, CostModel(),
-             V1_STATS_INTERVAL_S, ())
-
+# ---- the log as a target ------------------------------------------------------------------
 
 @dataclass
 class Target:
@@ -154,7 +64,7 @@ class Target:
     finished_at_abort: int | None
     warmup_guess_s: float  # stats clock at the first step, as the log suggests
     scales: dict[str, float] = field(default_factory=dict)
-    kind: "FitKind" = field(default_factory=lambda: V0)
+    kind: FitKind = V0
     interval_s: float = STATS_INTERVAL_S  # the log's stats interval (V1: as the log shows it)
     metrics: tuple[str, ...] = METRICS  # the kind's metrics the log has values for
 
@@ -198,7 +108,7 @@ def v1_engine(log: ImportedLog, engine: int | None) -> int | None:
     return engine
 
 
-def window_value(window: LogWindow, name: str, kind: "FitKind") -> float | None:
+def window_value(window: LogWindow, name: str, kind: FitKind) -> float | None:
     """A window's metric. V1 logs its preemptions only when there were some, so in a log that
     shows the field at all (Target.from_log) a window without it had none (a field cut
     mid-value stays unknown)."""
@@ -209,35 +119,17 @@ def window_value(window: LogWindow, name: str, kind: "FitKind") -> float | None:
     return value
 
 
-def get_params(spec: RunSpec, warmup_s: float, kind: FitKind | None = None) -> dict[str, float]:
-    values = {f"cost.{k}": getattr(spec.cost, k) for k in spec.cost.__struct_fields__}
-    values.update({f"lengths.{k}": getattr(spec.lengths, k)
-                   for k in spec.lengths.__struct_fields__})
-    values["workload.max_tokens"] = float(spec.max_tokens)
-    values["workload.min_share"] = (spec.min_tokens or spec.max_tokens) / spec.max_tokens
-    values["warmup_s"] = warmup_s
-    return {p.name: values[p.name] for p in (kind or V0).params}
-
-
-def apply_params(spec: RunSpec, values: dict[str, float]) -> RunSpec:
-    cost = {k[5:]: v for k, v in values.items() if k.startswith("cost.")}
-    lengths = {k[8:]: v for k, v in values.items() if k.startswith("lengths.")}
-    workload: dict[str, int | None] = {}
-    if "workload.max_tokens" in values:
-        top = max(1, round(values["workload.max_tokens"]))
-        low = max(1, round(values.get("workload.min_share", 1.0) * top))
-        workload = {"max_tokens": top, "min_tokens": None if low >= top else low}
-    return msgspec.structs.replace(spec, cost=msgspec.structs.replace(spec.cost, **cost),
-                                   lengths=msgspec.structs.replace(spec.lengths, **lengths),
-                                   **workload)
-
-
 # ---- errors -----------------------------------------------------------------------------------
 
 def metric_errors(target: Target, sim: SimResult, warmup_s: float) -> dict[str, float | None]:
     """Mean absolute error per stats-line metric in its own units, over the log's windows (a
-    window the sim never reached counts as the metric's whole range), plus the abort time on
-    the stats clock and the requests finished by the end."""
+    window the sim never reached counts as the metric's whole range; on V1, past the end of a
+    run that ran out of work, as the window of an idle engine, all zeros, if that is more),
+    plus the abort time on the stats clock and the requests finished by the end.
+
+    (Why the idle window: against a log whose windows no candidate matches, the whole range
+    can cost less than any match, and the clock search would then shrink the run until it has
+    no window at all.)"""
     errors: dict[str, float | None] = {}
     for name in target.metrics:
         diffs = []
@@ -249,7 +141,8 @@ def metric_errors(target: Target, sim: SimResult, warmup_s: float) -> dict[str, 
                 diffs.append(abs((window_value(sim.windows[k], name, target.kind) or 0)
                                  - value))
             else:
-                diffs.append(target.scales[name] * MISSING_WINDOW_ERROR)
+                missing = target.scales[name] * MISSING_WINDOW_ERROR
+                diffs.append(max(missing, abs(value)) if sim.complete else missing)
         errors[name] = sum(diffs) / len(diffs) if diffs else None
     if target.abort_clock_s is not None:
         sim_clock = (sim.abort_s if sim.aborted else sim.sim_s) + warmup_s
@@ -357,7 +250,7 @@ def _from_unit(param: Param, unit: float) -> float:
     return min(param.hi, max(param.lo, value))
 
 
-Values = dict[str, float]  # parameter name (PARAMS) -> value
+Values = dict[str, float]  # parameter name (a FitKind's params) -> value
 
 
 def search_lengths(best: Trial, params: Sequence[Param],

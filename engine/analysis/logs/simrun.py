@@ -55,6 +55,7 @@ class SimResult(msgspec.Struct, kw_only=True):
     max_preemptions: int = 0  # V1: the most preemptions of one request
     recomputed: int = 0  # V1: tokens computed again after a preemption
     computed: int = 0  # V1: tokens scheduled
+    complete: bool = False  # V1: it ran out of work (not stopped at the fit's time limit)
 
     @property
     def recompute_tax(self) -> float:
@@ -106,7 +107,9 @@ def run_one(spec_json: bytes, until_s: float) -> bytes:
     session.subscribe(sink)
     session.run()
     if steps and isinstance(steps[0], V1StepRecord):
-        return msgspec.msgpack.encode(_v1_result(steps))  # type: ignore[arg-type]
+        result = _v1_result(steps)  # type: ignore[arg-type]
+        result.complete = not stopping[0]
+        return msgspec.msgpack.encode(result)
     swapped = [s.swapped for s in steps] + [a.swapped for a in abort]
     block_size = spec.block_size
     costs: list[StepCost] = []
