@@ -92,9 +92,10 @@ def policy_role(policy: str) -> str:
 
 def short_policy(policy: str) -> str:
     """"watermark:0.5" is "wm:0.5" where every column counts (V1's: "whole-context+least-computed"
-    is "whole+least")."""
-    return (policy.replace("watermark", "wm").replace("whole-context", "whole")
-            .replace("least-computed", "least"))
+    is "whole+least", "full-isl+least-computed" "isl+least": each fits the decisions table's
+    policy column at 80 columns)."""
+    return (policy.replace("watermark", "wm").replace("full-isl+", "isl+")
+            .replace("whole-context", "whole").replace("least-computed", "least"))
 
 
 def human_bytes(n: int, compact: bool = False) -> str:
