@@ -257,6 +257,36 @@ async def test_help_shows_brackets_and_the_table_keys():
 # -- layout by priority --------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (220, 60)])
+async def test_the_replay_screen_is_styled_once_for_its_size(size):
+    """The panes' classes (and the footer's compact look) are set for the terminal's size
+    before the widgets are first styled: set on the first resize instead, they restyled the
+    panel's ~70 widgets and every footer key again before the first paint."""
+    from textual.app import App
+
+    restyled: list[str] = []
+    original = App.update_styles
+
+    def counted(self, node, *args, **kwargs) -> None:
+        restyled.append(type(node).__name__)
+        return original(self, node, *args, **kwargs)
+
+    app = replay_app([str(OFF)], autoplay=False)
+    App.update_styles = counted  # type: ignore[method-assign]
+    try:
+        async with app.run_test(size=size) as pilot:
+            await until(pilot, lambda: {"?", "q"} <= {key.key_display for key in
+                                                      app.screen.query(FooterKey)},
+                        "the footer keys")
+            await pilot.pause()
+            panel = app.screen.query_one(RunPanel)
+            panel.apply_layout(panel.size)  # what a resize to the same size does
+            await pilot.pause()
+    finally:
+        App.update_styles = original  # type: ignore[method-assign]
+    assert not {"RunPanel", "KeyFooter", "FooterKey"} & set(restyled), restyled
+
+
 @pytest.mark.parametrize("size, collapsed", [((80, 24), ["events", "detail"]),
                                              ((120, 40), ["events"]),
                                              ((160, 48), []), ((220, 60), [])])

@@ -89,10 +89,20 @@ class KeyFooter(Footer):
     def compose(self) -> ComposeResult:
         if self._bindings_ready:
             self._composed = self._shown_from()
+        width = self.size.width or self.app.size.width
+        compact = width < COMPACT_WIDTH
+        # compact for this width before the keys mount (each key takes it at mount): set on
+        # the first resize instead, it restyled the footer and every key once more before
+        # the first paint
+        self.set_reactive(Footer.compact, compact)
+        self.set_class(compact, "-compact", update=False)
         pinned: list[FooterKey] = []
         keys: list[FooterKey] = []
         others: list[Widget] = []
         for widget in super().compose():
+            if isinstance(widget, FooterKey):
+                widget.set_reactive(FooterKey.compact, compact)
+                widget.set_class(compact, "-compact", update=False)
             if isinstance(widget, FooterKey) and widget.action in PINNED_ACTIONS:
                 pinned.append(widget)
             elif isinstance(widget, FooterKey):
@@ -100,8 +110,6 @@ class KeyFooter(Footer):
             else:
                 others.append(widget)  # a binding group (none of ours has one)
         pinned.sort(key=lambda key: PINNED_ACTIONS.index(key.action))
-        width = self.size.width or self.app.size.width
-        compact = width < COMPACT_WIDTH
         room = width - sum(key_width(key, compact) for key in pinned)
         yield from fitting(keys, room, compact)
         yield from others

@@ -189,6 +189,11 @@ class RunPanel(Vertical):
         self._late: tuple[tuple, LateFix | None] = ((), None)
 
     def compose(self) -> ComposeResult:
+        # The panes' classes for the terminal's size now, before the children are styled: set
+        # on the first resize instead, they restyled all ~70 widgets again before the first
+        # paint (~30 ms). The panel is the screen less the replay bar and the footer.
+        width, height = self.app.size
+        self.set_layout_classes(Size(width, height - 2), update=False)
         yield StatusBar(id="status")
         yield AbortBanner(id="abort-banner")
         with Horizontal(id="plots"):
@@ -207,12 +212,16 @@ class RunPanel(Vertical):
 
     def apply_layout(self, size: Size) -> None:
         """Collapse panes in a fixed order as the panel shrinks."""
+        self.set_layout_classes(size)
+        self.query_one(AbortBanner).compact = size.height < COMPACT_HEIGHT
+
+    def set_layout_classes(self, size: Size, update: bool = True) -> None:
+        """The panes' classes for `size`; `update=False`: before anything is styled."""
         width, height = size
         no_detail = width < DETAIL_MIN_WIDTH or height < DETAIL_MIN_HEIGHT
         self.set_class(no_detail or width < EVENTS_MIN_WIDTH or height < EVENTS_MIN_HEIGHT,
-                       "-no-events")
-        self.set_class(no_detail, "-no-detail")
-        self.query_one(AbortBanner).compact = height < COMPACT_HEIGHT
+                       "-no-events", update=update)
+        self.set_class(no_detail, "-no-detail", update=update)
 
     @property
     def collapsed(self) -> list[str]:
