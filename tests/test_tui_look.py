@@ -99,3 +99,24 @@ async def test_the_event_log_shows_whole_entries_never_the_tail_of_one():
         # of one whose start is off the top
         assert re.match(r"^ {0,5}\d+ \S", shown[0]), shown
         assert lines[-1].strip()  # the newest entry is at the bottom
+
+
+async def test_replay_help_names_no_policy_keys_it_does_not_have():
+    """Replay's `?` said "policies (f cycles, F picks)": replay has neither key."""
+    from screens_harness import OFF, V1_OFF
+    from tui.launch import replay_app
+    from tui.live.live_screen import LiveScreen
+    from tui.widgets.help_screen import has_policy_keys
+
+    assert has_policy_keys(LiveScreen)  # the live monitor still says them
+    for path, policies in ((OFF, "policies: what each guarantees"),
+                           (V1_OFF, "policies on vLLM's V1 engine: what each does")):
+        app = replay_app([str(path)], autoplay=False)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("question_mark")
+            await pilot.pause()
+            text = str(app.screen.query_one("#help-text").render())
+            assert policies in text
+            assert "f cycles" not in text and "F picks" not in text
+            assert not has_policy_keys(app.main_screen)
