@@ -120,3 +120,26 @@ async def test_replay_help_names_no_policy_keys_it_does_not_have():
             assert policies in text
             assert "f cycles" not in text and "F picks" not in text
             assert not has_policy_keys(app.main_screen)
+
+
+def test_a_long_detail_value_wraps_under_its_value_not_under_the_labels():
+    """v1-prefix-offload at 200x50: the detail pane (60 cells inside) showed `CPU tier  309/309
+    (100%)  load 0 (0B)  store 0 (0B)  evicted` and then `0` alone at the pane's left edge."""
+    import msgspec
+    from rich.console import Console
+
+    from engine.stream.reader import load
+    from screens_harness import V1_OFF
+    from tui.widgets.step_detail import StepDetail, hanging
+
+    step = msgspec.structs.replace(load(V1_OFF).steps[100], cpu_chunks=309,
+                                   cpu_chunks_total=309)
+    text = StepDetail.describe(step)
+    console = Console(width=60, record=True, color_system=None)
+    console.print(hanging(text, 10))
+    lines = console.export_text().splitlines()
+    tier = next(i for i, line in enumerate(lines) if line.startswith("CPU tier  309/309"))
+    assert lines[tier + 1].startswith(" " * 10) and lines[tier + 1].strip(), lines
+    assert all(line.startswith(("policy", " ")) or line[:10].rstrip() in {
+        "queues", "KV", "CPU tier", "tokens", "again", "new", "resumed", "running",
+        "preempted", "done", "so far"} for line in lines), lines
