@@ -143,3 +143,40 @@ def test_a_long_detail_value_wraps_under_its_value_not_under_the_labels():
     assert all(line.startswith(("policy", " ")) or line[:10].rstrip() in {
         "queues", "KV", "CPU tier", "tokens", "again", "new", "resumed", "running",
         "preempted", "done", "so far"} for line in lines), lines
+
+
+async def test_the_sweep_browser_says_how_to_open_a_cell_and_a_cells_help_lists_its_keys():
+    """The footer never showed `enter replay cell` (the focused table's own enter shadowed it),
+    and `?` on a cell's replay listed `q` alone (CellReplayScreen's BINDINGS)."""
+    from pathlib import Path
+
+    from textual.app import App
+    from textual.widgets import Footer
+
+    from screens_harness import OFF
+    from tui.cli.sweep_browse import browse_app
+    from tui.launch import load_view
+    from tui.sweeps.sweep_screen import CellReplayScreen
+
+    shipped = Path(__file__).resolve().parents[1] / "sweeps" / "demo-cpu-blocks"
+    app = browse_app(str(shipped))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        footer = app.screen.query_one(Footer)
+        shown = {key.key_display or key.key for key in footer.query("FooterKey")}
+        assert "enter" in {k.lower() for k in shown} or "⏎" in shown, shown
+    view, _ = load_view(str(OFF))
+
+    class CellApp(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(CellReplayScreen(view, title="cell 0", autoplay=False))
+
+    app = CellApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = str(app.screen.query_one("#help-text").render())
+        assert "play/pause" in text and "back to cells" in text and "next event" in text
+        assert "\nq               quit" not in text
