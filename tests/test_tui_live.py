@@ -17,6 +17,7 @@ from engine.stream.records import PolicyChanged
 from engine.spec import preset_spec
 from tui.widgets.abort_banner import AbortBanner
 from tui.widgets.event_log import EventLog
+from tui.widgets.key_footer import KeyFooter
 from tui.launch import live_app
 from tui.live.live_screen import HINT_OFF, LiveScreen
 from tui.widgets.status_bar import StatusBar
@@ -127,12 +128,20 @@ async def test_hint_pause_burst_and_restart():
         await wait_for(pilot, lambda: screen.engine_state == "paused", "the pause")
         assert screen.view.steps == [] or len(screen.view.steps) < 5
         await wait_for(pilot, lambda: HINT_OFF in status_text(app), "the hint")
+        footer = screen.query_one(KeyFooter)
+        await wait_for(pilot, lambda: "space" in footer.shown_keys, "the footer")
+        assert "R" not in footer.shown_keys  # restart does nothing while the run goes on
+        assert not screen.check_action("restart", ())
         await pilot.press("a")  # a burst while paused still arrives at the next boundary
         await wait_for(pilot, lambda: any(e.kind == "burst" for e in screen.view.events),
                        "the burst")
         await pilot.press("space")
         await wait_for(pilot, lambda: screen.view.finished is not None, "the abort")
         await wait_for(pilot, lambda: screen.over, "the end of the stream")
+        # over: the footer offers R (the banner's key), not pause, record or burst, which
+        # can no longer act
+        await wait_for(pilot, lambda: "R" in footer.shown_keys, "R in the footer")
+        assert not {"space", "r", "a"} & set(footer.shown_keys)
         first_source = screen.source
         await pilot.press("f")  # the run is over: the choice applies to the restart
         assert "R restarts with strict" in status_text(app)
@@ -144,6 +153,8 @@ async def test_hint_pause_burst_and_restart():
         assert screen.view.header is not None and screen.view.header.spec["policy"] == "strict"
         assert screen.view.steps[0].policy == "strict"
         assert not screen.query_one(AbortBanner).has_class("-visible")
+        await wait_for(pilot, lambda: "space" in footer.shown_keys, "pause again")
+        assert "R" not in footer.shown_keys
         await pilot.press("q")
 
 

@@ -101,6 +101,7 @@ class LiveScreen(RunScreen):
             else self._open_source(None)  # type: ignore[arg-type]
         self.stream_over = False
         self.engine_state, self.stage = RunState.STARTING, "starting the engine process"
+        self.refresh_bindings()  # a restart: pause and record again, R no longer
         self.source.start(self)
 
     # -- what the engine says ---------------------------------------------------------------
@@ -159,6 +160,7 @@ class LiveScreen(RunScreen):
         else:
             self.engine_state = "disconnected"
         self.pending_policy = self.pending_policy if self.restartable else None
+        self.refresh_bindings()  # the footer offers R now, no longer pause or record
         self.draw(plots=True)
 
     # -- drawing ----------------------------------------------------------------------------
@@ -208,6 +210,23 @@ class LiveScreen(RunScreen):
         if self.following:
             return max(view.first_step, view.last_step - self.window + 1), view.last_step
         return view.first_step, view.last_step
+
+    # -- which keys the footer offers -------------------------------------------------------
+
+    OVER_ONLY = frozenset({"restart"})
+    """Keys that act only once the run is over: shown then, not while it runs."""
+    RUNNING_ONLY = frozenset({"pause", "toggle_record", "burst"})
+    """Keys that act only on a running engine: after the abort or finish they did nothing but
+    still filled the footer, where `R`, the key the banner asks for, did not fit."""
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """False (hidden from the footer, the key unbound) for a control that cannot act on
+        the run as it stands; every key stays listed in `?`."""
+        if action in self.OVER_ONLY:
+            return self.over and self.restartable
+        if action in self.RUNNING_ONLY:
+            return not self.over
+        return True
 
     # -- control actions ----------------------------------------------------------------------
 

@@ -122,25 +122,26 @@ def _chunks(pairs: list[tuple[str, int]], limit: int = 12) -> str:
 
 
 def _describe_v1(t: Text, s: V1StepRecord, roles: Roles) -> None:
-    """V1's step: no swap space, no groups; preemption is recompute."""
+    """V1's step: no swap space, no groups; preemption is recompute. Labels are 10 cells,
+    so that `preempted` lines up with the rest (at 9 its ids stood one cell right)."""
     from tui.widgets.decisions_table import REPEAT_PREEMPTIONS
     from tui.widgets.status_bar import human_count
 
-    t.append(f"\nqueues   running {s.running}  waiting {s.waiting}  finished {s.finished_total}"
+    t.append(f"\nqueues    running {s.running}  waiting {s.waiting}  finished {s.finished_total}"
              f" so far")
-    t.append(f"\nKV       GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
+    t.append(f"\nKV        GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
              f"{s.kv_tokens:,} tokens held")
     tier = cpu_tier_line(s)
     if tier:
-        t.append(f"\nCPU tier {tier}")
-    t.append(f"\ntokens   {s.batched_tokens}/{s.token_budget} batched  prompt "
+        t.append(f"\nCPU tier  {tier}")
+    t.append(f"\ntokens    {s.batched_tokens}/{s.token_budget} batched  prompt "
              f"{s.prompt_tokens}  generated {s.generated_tokens}")
-    t.append(f"\nagain    {s.recomputed_tokens} recomputed  {s.prefix_hit_tokens} from the "
+    t.append(f"\nagain     {s.recomputed_tokens} recomputed  {s.prefix_hit_tokens} from the "
              f"prefix cache" + (f" ({s.cpu_hit_tokens} from CPU)" if tier else ""))
-    t.append(f"\nnew      {_chunks(s.new)}")
-    t.append(f"\nresumed  {_chunks(s.resumed)}")
+    t.append(f"\nnew       {_chunks(s.new)}")
+    t.append(f"\nresumed   {_chunks(s.resumed)}")
     chunks = [(rid, n) for rid, n in s.scheduled if n > 1]
-    t.append(f"\nrunning  {s.decode_reqs} decoding" + (f", chunks {_chunks(chunks)}"
+    t.append(f"\nrunning   {s.decode_reqs} decoding" + (f", chunks {_chunks(chunks)}"
                                                        if chunks else ""))
     t.append("\npreempted ")
     if not s.preempted:
@@ -155,9 +156,9 @@ def _describe_v1(t: Text, s: V1StepRecord, roles: Roles) -> None:
         t.append(")")
     if len(s.preempted) > 12:
         t.append(f" … (+{len(s.preempted) - 12})")
-    t.append(f"\ndone     finished {_ids(s.finished, 12)} · first token "
+    t.append(f"\ndone      finished {_ids(s.finished, 12)} · first token "
              f"{_ids(s.first_tokens, 12)}")
-    t.append(f"\nso far   {s.preemptions_total:,} preemptions · tax {s.recompute_tax:.2f} "
+    t.append(f"\nso far    {s.preemptions_total:,} preemptions · tax {s.recompute_tax:.2f} "
              f"({human_count(s.recomputed_total)} of {human_count(s.computed_total)} tokens)")
     if s.withheld:
         t.append(f"\nthe policy withheld an admission ({s.held_back} waiting)", roles("held"))

@@ -1,0 +1,101 @@
+"""What a new user saw go wrong on screen, at 80 columns and at 200: each fault, held fixed.
+
+No engine runs here: the widgets are fed shipped recordings or a bare RunView, and drawn by
+the same calls the screens make (StatusBar.compose_text, the table's cells, the picker).
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.cells import cell_len
+
+from tui.run_view import RunView
+from tui.widgets.status_bar import Status, StatusBar
+
+LONG_STAGE = "building the engine (8,192 GPU blocks, 7,281 CPU blocks of 16 tokens)"
+
+
+def test_a_long_start_up_stage_is_shortened_not_wrapped_over_the_hint():
+    """At 80 columns (78 inside the padding) the V0 demo's start-up stage pushed line 1 past
+    the edge: Textual wrapped it, and `tokens)… ●REC` covered the hint on line 2."""
+    status = Status(state="starting", stage=LONG_STAGE, recording="recordings/r.jsonl.zst",
+                    hint="press f to switch the fix on")
+    line1, line2 = StatusBar.compose_text(RunView(), status, width=78).plain.split("\n")
+    assert cell_len(line1) <= 78
+    assert line1.rstrip().endswith("●REC")  # the recording indicator stays on line 1
+    assert "building the engine (8,192 GPU blocks" in line1  # shortened, not dropped
+    assert "press f to switch the fix on" in line2
+    wide = StatusBar.compose_text(RunView(), status, width=198).plain.split("\n")[0]
+    assert LONG_STAGE in wide  # where it fits, all of it
+
+
+def test_every_policy_name_is_whole_in_the_decisions_table_at_80_columns():
+    """At 80 columns V1's policy column was 7 cells: `full-i`, `whole+`; V0's cut
+    `watermark:0.5` to `watermar`. Each shows whole, in its long or its short form."""
+    import msgspec
+
+    from engine.policy import V1_CYCLE
+    from engine.stream.reader import load
+    from screens_harness import OFF, V1_OFF
+    from tui.widgets.decisions_table import COLUMNS, V1_COLUMNS, cell, layout_columns
+    from tui.widgets.status_bar import short_policy
+
+    cases = [(V1_OFF, V1_COLUMNS, "v1policy",
+              [*V1_CYCLE, "least-computed", "full-isl+least-computed"]),
+             (OFF, COLUMNS, "policy", ["off", "strict", "watermark:0.5", "reserve"])]
+    for path, columns, key, policies in cases:
+        step = load(path).steps[0]
+        width = dict((c.key, w) for c, w in layout_columns(78, columns))[key]
+        for policy in policies:
+            record = msgspec.structs.replace(step, policy=policy, withheld=False)
+            text, _ = cell(key, record, width)
+            assert text in (policy, short_policy(policy)), (policy, text, width)
+
+
+async def test_the_policy_pickers_descriptions_line_up_and_its_keys_are_said():
+    """V1's last option (`whole-context+least-computed  both`) stood 7 cells out of line; and
+    the picker did not say how to choose or leave it."""
+    from textual.app import App
+    from textual.widgets import Label, OptionList
+
+    from tui.live.policy_picker import V0_OPTIONS, V1_OPTIONS, PolicyPicker
+
+    for engine, options in (("v0", V0_OPTIONS), ("v1", V1_OPTIONS)):
+        class PickerApp(App[None]):
+            def on_mount(self) -> None:
+                self.push_screen(PolicyPicker("off", engine))
+
+        app = PickerApp()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            shown = app.screen.query_one(OptionList)
+            prompts = [str(shown.get_option_at_index(i).prompt)
+                       for i in range(shown.option_count)]
+            starts = {prompt.index(description, len(name))
+                      for prompt, (name, description) in zip(prompts, options)}
+            assert len(starts) == 1, prompts
+            assert shown.virtual_size.width <= shown.size.width  # whole at 80 columns
+            keys = str(app.screen.query_one("#picker-keys", Label).render())
+            assert "enter" in keys and "escape" in keys
+
+
+async def test_the_event_log_shows_whole_entries_never_the_tail_of_one():
+    """The V1 thrash at 160x48: the log's top line read `77.4%, 24 waiting)`, the end of a
+    wrapped entry whose start had scrolled away."""
+    from screens_harness import V1_OFF, live_status, panel_app, view_until
+    from tui.widgets.event_log import EventLog
+
+    view = view_until(V1_OFF, 2991)
+    app = panel_app(view, live_status(view))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        log = app.screen.query_one(EventLog)
+        lines = log.render().plain.split("\n")
+        shown = [line for line in lines if line.strip()]
+        assert shown and len(lines) <= log.size.height
+        # the top line is an entry's first (its step, right-aligned in 6 cells), not the tail
+        # of one whose start is off the top
+        assert re.match(r"^ {0,5}\d+ \S", shown[0]), shown
+        assert lines[-1].strip()  # the newest entry is at the bottom
