@@ -99,3 +99,84 @@ async def test_the_event_log_shows_whole_entries_never_the_tail_of_one():
         # of one whose start is off the top
         assert re.match(r"^ {0,5}\d+ \S", shown[0]), shown
         assert lines[-1].strip()  # the newest entry is at the bottom
+
+
+async def test_replay_help_names_no_policy_keys_it_does_not_have():
+    """Replay's `?` said "policies (f cycles, F picks)": replay has neither key."""
+    from screens_harness import OFF, V1_OFF
+    from tui.launch import replay_app
+    from tui.live.live_screen import LiveScreen
+    from tui.widgets.help_screen import has_policy_keys
+
+    assert has_policy_keys(LiveScreen)  # the live monitor still says them
+    for path, policies in ((OFF, "policies: what each guarantees"),
+                           (V1_OFF, "policies on vLLM's V1 engine: what each does")):
+        app = replay_app([str(path)], autoplay=False)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("question_mark")
+            await pilot.pause()
+            text = str(app.screen.query_one("#help-text").render())
+            assert policies in text
+            assert "f cycles" not in text and "F picks" not in text
+            assert not has_policy_keys(app.main_screen)
+
+
+def test_a_long_detail_value_wraps_under_its_value_not_under_the_labels():
+    """v1-prefix-offload at 200x50: the detail pane (60 cells inside) showed `CPU tier  309/309
+    (100%)  load 0 (0B)  store 0 (0B)  evicted` and then `0` alone at the pane's left edge."""
+    import msgspec
+    from rich.console import Console
+
+    from engine.stream.reader import load
+    from screens_harness import V1_OFF
+    from tui.widgets.step_detail import StepDetail, hanging
+
+    step = msgspec.structs.replace(load(V1_OFF).steps[100], cpu_chunks=309,
+                                   cpu_chunks_total=309)
+    text = StepDetail.describe(step)
+    console = Console(width=60, record=True, color_system=None)
+    console.print(hanging(text, 10))
+    lines = console.export_text().splitlines()
+    tier = next(i for i, line in enumerate(lines) if line.startswith("CPU tier  309/309"))
+    assert lines[tier + 1].startswith(" " * 10) and lines[tier + 1].strip(), lines
+    assert all(line.startswith(("policy", " ")) or line[:10].rstrip() in {
+        "queues", "KV", "CPU tier", "tokens", "again", "new", "resumed", "running",
+        "preempted", "done", "so far"} for line in lines), lines
+
+
+async def test_the_sweep_browser_says_how_to_open_a_cell_and_a_cells_help_lists_its_keys():
+    """The footer never showed `enter replay cell` (the focused table's own enter shadowed it),
+    and `?` on a cell's replay listed `q` alone (CellReplayScreen's BINDINGS)."""
+    from pathlib import Path
+
+    from textual.app import App
+    from textual.widgets import Footer
+
+    from screens_harness import OFF
+    from tui.cli.sweep_browse import browse_app
+    from tui.launch import load_view
+    from tui.sweeps.sweep_screen import CellReplayScreen
+
+    shipped = Path(__file__).resolve().parents[1] / "sweeps" / "demo-cpu-blocks"
+    app = browse_app(str(shipped))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.pause()
+        footer = app.screen.query_one(Footer)
+        shown = {key.key_display or key.key for key in footer.query("FooterKey")}
+        assert "enter" in {k.lower() for k in shown} or "⏎" in shown, shown
+    view, _ = load_view(str(OFF))
+
+    class CellApp(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(CellReplayScreen(view, title="cell 0", autoplay=False))
+
+    app = CellApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = str(app.screen.query_one("#help-text").render())
+        assert "play/pause" in text and "back to cells" in text and "next event" in text
+        assert "\nq               quit" not in text

@@ -6,6 +6,9 @@ It follows the step the screen shows unless a table row was chosen, which pins i
 
 from __future__ import annotations
 
+from rich.cells import cell_len
+from rich.console import Group, RenderableType
+from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
@@ -56,8 +59,23 @@ class StepDetail(Static):
             if step is not None else "step detail"
         # Fixed height: skip the layout pass Static.update does by default.
         roles = component_roles(self, "step-detail")
-        self.update(self.describe(step, show_wall, axis, roles) if step is not None
-                    else "no steps yet", layout=False)
+        self.update(self.fitted(self.describe(step, show_wall, axis, roles), step)
+                    if step is not None else "no steps yet", layout=False)
+
+    def fitted(self, text: Text, step: StepRecord) -> RenderableType:
+        """The text as it is where every line fits the pane, else with hanging values."""
+        width = self.content_size.width
+        if not width or all(cell_len(line) <= width for line in text.plain.split("\n")):
+            return text
+        return hanging(text, V1_LABEL if type(step) is V1StepRecord else V0_LABEL)
+
+    def on_resize(self) -> None:
+        """Another width may need (or no longer need) the hanging values."""
+        args = getattr(self, "_args", None)
+        if args is not None and self.is_mounted:
+            self._shown = None
+            step, pinned, show_wall, axis = args
+            self.show(step, pinned=pinned, show_wall=show_wall, axis=axis)
 
     def notify_style_update(self) -> None:
         """A new theme: describe the step again in its colours."""
@@ -79,6 +97,31 @@ class StepDetail(Static):
             return t
         _describe_v0(t, s, roles)
         return t
+
+
+V0_LABEL, V1_LABEL = 9, 10
+"""Cells the labels take ("swap out ", "preempted "): a long value wraps under its value."""
+
+
+def hanging(text: Text, indent: int) -> RenderableType:
+    """Each `label value` line with its value in a column of its own, so that a long value
+    wraps under the value ("evicted 0" had wrapped under the labels, at the pane's left); the
+    clock line and sentences without a label as they are."""
+    parts: list[RenderableType] = []
+    grid: Table | None = None
+    for line in text.split("\n"):
+        plain = line.plain
+        if len(plain) > indent and plain[indent - 1] == " " and plain[:1] != " " and parts:
+            if grid is None:
+                grid = Table.grid()
+                grid.add_column(width=indent, no_wrap=True)
+                grid.add_column(ratio=1, overflow="fold")
+                parts.append(grid)
+            grid.add_row(line[:indent], line[indent:])
+        else:
+            grid = None
+            parts.append(line)
+    return Group(*parts)
 
 
 def _clock_line(t: Text, s: StepRecord, show_wall: bool, axis: TimeAxis) -> None:
