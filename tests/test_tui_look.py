@@ -180,3 +180,21 @@ async def test_the_sweep_browser_says_how_to_open_a_cell_and_a_cells_help_lists_
         text = str(app.screen.query_one("#help-text").render())
         assert "play/pause" in text and "back to cells" in text and "next event" in text
         assert "\nq               quit" not in text
+
+
+def test_live_names_only_recordings_that_are_on_disk(tmp_path):
+    """Quit while the V1 engine was being built: "nothing was recorded", then
+    `recording: recordings/…-v1-thrash-off.jsonl.zst`, a file that was not there."""
+    from types import SimpleNamespace
+
+    from tui.launch import closing_lines
+
+    kept = tmp_path / "kept.jsonl.zst"
+    kept.write_bytes(b"x")
+    cut_short = SimpleNamespace(view=RunView(), stage="building the engine",
+                                recordings=[str(tmp_path / "never-written.jsonl.zst")])
+    lines = closing_lines(cut_short)
+    assert len(lines) == 1 and "nothing was recorded" in lines[0]
+    assert not any(line.startswith("recording:") for line in lines)
+    ran = SimpleNamespace(view=RunView(), stage="", recordings=[str(kept)])
+    assert closing_lines(ran) == [f"recording: {kept}"]
