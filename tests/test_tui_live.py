@@ -83,6 +83,27 @@ async def test_f_shows_pending_at_once_then_the_engine_applies_it(tmp_path):
     assert recording.finished is not None and recording.finished.reason == "stopped"
 
 
+async def test_f_while_paused_stays_pending_until_a_step_runs_under_it():
+    """The engine takes the change at once while paused, with no step after it: the mark
+    went, and the status said `off … press f to switch the fix on` for a fix already on."""
+    spec = preset_spec("demo", policy="off", requests=256).validated()
+    app = live_app(spec, None)
+    async with app.run_test(size=SIZE) as pilot:
+        screen: LiveScreen = app.main_screen  # type: ignore[assignment]
+        await wait_for(pilot, lambda: len(screen.view.steps) > 5, "the first steps")
+        await pilot.press("space")
+        await wait_for(pilot, lambda: screen.engine_state == "paused", "the pause")
+        await pilot.press("f")
+        await wait_for(pilot, lambda: screen.view.policy_changes, "the engine taking it")
+        await pilot.pause()
+        assert screen.view.policy == "off"  # no step has run under strict yet
+        assert "→ strict…" in status_text(app) and HINT_OFF not in status_text(app)
+        await pilot.press("space")
+        await wait_for(pilot, lambda: screen.view.policy == "strict", "a governed step")
+        await wait_for(pilot, lambda: "→ strict…" not in status_text(app), "the mark to go")
+        await pilot.press("q")
+
+
 async def test_demo_off_aborts_with_banner_and_closed_recording(tmp_path):
     spec = preset_spec("demo", policy="off").validated()
     path = tmp_path / "abort.jsonl"

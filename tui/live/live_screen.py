@@ -6,7 +6,7 @@ never slows the engine down (no shared GIL), quitting never waits for a step, an
 UI leaves the recording whole.
 
 A key answers at once: `f` shows the new policy as pending on the next frame, and it turns
-confirmed when the engine's PolicyChanged record arrives. Moving back through the run (← → n N
+confirmed when the first step it governs arrives. Moving back through the run (← → n N
 g) is replay of what has arrived; `end` follows the newest step again.
 """
 
@@ -21,7 +21,7 @@ from engine.exit_status import ExitStatus
 from engine.policy import next_policy, parse_policy
 from engine.run_state import RunState
 from engine.spec import RunSpec
-from engine.stream.records import STEP_TYPES, PolicyChanged
+from engine.stream.records import STEP_TYPES
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
                           StreamEnded)
 from tui.live.policy_picker import PolicyPicker
@@ -111,8 +111,12 @@ class LiveScreen(RunScreen):
             if type(item) in STEP_TYPES:
                 if self.engine_state == RunState.STARTING:
                     self.engine_state, self.stage = RunState.RUNNING, ""
-            elif isinstance(item, PolicyChanged) and item.new == self.pending_policy:
-                self.pending_policy = None
+                if item.policy == self.pending_policy:
+                    self.pending_policy = None
+            # PolicyChanged alone does not confirm it: the screen shows the newest step, still
+            # governed by the old policy. While the engine was paused the change arrived with
+            # no step after it, the mark went, and the status said "off ... press f to switch
+            # the fix on" for a fix already switched (a second f cycled past it).
         header = self.view.header
         if header is not None and self.spec is None:
             self.spec = RunSpec.from_dict(header.spec)  # attached to a server: its spec
