@@ -198,3 +198,20 @@ def test_live_names_only_recordings_that_are_on_disk(tmp_path):
     assert not any(line.startswith("recording:") for line in lines)
     ran = SimpleNamespace(view=RunView(), stage="", recordings=[str(kept)])
     assert closing_lines(ran) == [f"recording: {kept}"]
+
+
+def test_the_policy_marker_has_a_colour_of_its_own_on_every_plot_in_every_theme():
+    """textual-dark gives $warning and $accent one orange: the committed line (and V1's CPU
+    tier) looked like the `f` marker on the KV plot."""
+    from textual.theme import BUILTIN_THEMES
+
+    from tui.widgets import theme
+    from tui.widgets.run_panel import PLOTS, V1_PLOTS
+
+    for name, built_in in BUILTIN_THEMES.items():
+        variables = built_in.to_color_system().generate()
+        marker = theme.rgb(variables, theme.POLICY_MARKER)
+        assert marker != theme.rgb(variables, theme.ABORT_MARKER), name
+        for plot_id, *_, series in (*PLOTS, *V1_PLOTS):
+            for line in series:
+                assert theme.rgb(variables, line.color) != marker, (name, plot_id, line.name)
