@@ -25,6 +25,8 @@ def test_a_long_start_up_stage_is_shortened_not_wrapped_over_the_hint():
     assert cell_len(line1) <= 78
     assert line1.rstrip().endswith("●REC")  # the recording indicator stays on line 1
     assert "building the engine (8,192 GPU blocks" in line1  # shortened, not dropped
+    shown = line1.split("…")[0].split("building the engine")[1]
+    assert f"{shown} " in LONG_STAGE or shown == LONG_STAGE  # cut at a word's end
     assert "press f to switch the fix on" in line2
     wide = StatusBar.compose_text(RunView(), status, width=198).plain.split("\n")[0]
     assert LONG_STAGE in wide  # where it fits, all of it

@@ -337,7 +337,10 @@ def _fit_stage(view: RunView, status: Status, line1: Text, width: int, roles: Ro
     over = line1.cell_len - width
     if over <= 0 or view.current is not None or not status.stage:
         return line1
-    stage = status.stage[:max(1, len(status.stage) - over)].rstrip(" (,")
+    stage = status.stage[:max(1, len(status.stage) - over)]
+    if " " in stage:  # at a word's end: "… 7,281 CPU blocks…", not "… CPU blocks o…"
+        stage = stage.rsplit(" ", 1)[0]
+    stage = stage.rstrip(" (,")
     return key_numbers(view, replace(status, stage=stage), LEVELS - 1, roles)
 
 
