@@ -17,6 +17,7 @@ from engine.stream.records import PolicyChanged
 from engine.spec import preset_spec
 from tui.widgets.abort_banner import AbortBanner
 from tui.widgets.event_log import EventLog
+from tui.widgets.key_footer import KeyFooter
 from tui.launch import live_app
 from tui.live.live_screen import HINT_OFF, LiveScreen
 from tui.widgets.status_bar import StatusBar
@@ -82,6 +83,27 @@ async def test_f_shows_pending_at_once_then_the_engine_applies_it(tmp_path):
     assert recording.finished is not None and recording.finished.reason == "stopped"
 
 
+async def test_f_while_paused_stays_pending_until_a_step_runs_under_it():
+    """The engine takes the change at once while paused, with no step after it: the mark
+    went, and the status said `off … press f to switch the fix on` for a fix already on."""
+    spec = preset_spec("demo", policy="off", requests=256).validated()
+    app = live_app(spec, None)
+    async with app.run_test(size=SIZE) as pilot:
+        screen: LiveScreen = app.main_screen  # type: ignore[assignment]
+        await wait_for(pilot, lambda: len(screen.view.steps) > 5, "the first steps")
+        await pilot.press("space")
+        await wait_for(pilot, lambda: screen.engine_state == "paused", "the pause")
+        await pilot.press("f")
+        await wait_for(pilot, lambda: screen.view.policy_changes, "the engine taking it")
+        await pilot.pause()
+        assert screen.view.policy == "off"  # no step has run under strict yet
+        assert "→ strict…" in status_text(app) and HINT_OFF not in status_text(app)
+        await pilot.press("space")
+        await wait_for(pilot, lambda: screen.view.policy == "strict", "a governed step")
+        await wait_for(pilot, lambda: "→ strict…" not in status_text(app), "the mark to go")
+        await pilot.press("q")
+
+
 async def test_demo_off_aborts_with_banner_and_closed_recording(tmp_path):
     spec = preset_spec("demo", policy="off").validated()
     path = tmp_path / "abort.jsonl"
@@ -127,12 +149,20 @@ async def test_hint_pause_burst_and_restart():
         await wait_for(pilot, lambda: screen.engine_state == "paused", "the pause")
         assert screen.view.steps == [] or len(screen.view.steps) < 5
         await wait_for(pilot, lambda: HINT_OFF in status_text(app), "the hint")
+        footer = screen.query_one(KeyFooter)
+        await wait_for(pilot, lambda: "space" in footer.shown_keys, "the footer")
+        assert "R" not in footer.shown_keys  # restart does nothing while the run goes on
+        assert not screen.check_action("restart", ())
         await pilot.press("a")  # a burst while paused still arrives at the next boundary
         await wait_for(pilot, lambda: any(e.kind == "burst" for e in screen.view.events),
                        "the burst")
         await pilot.press("space")
         await wait_for(pilot, lambda: screen.view.finished is not None, "the abort")
         await wait_for(pilot, lambda: screen.over, "the end of the stream")
+        # over: the footer offers R (the banner's key), not pause, record or burst, which
+        # can no longer act
+        await wait_for(pilot, lambda: "R" in footer.shown_keys, "R in the footer")
+        assert not {"space", "r", "a"} & set(footer.shown_keys)
         first_source = screen.source
         await pilot.press("f")  # the run is over: the choice applies to the restart
         assert "R restarts with strict" in status_text(app)
@@ -144,6 +174,8 @@ async def test_hint_pause_burst_and_restart():
         assert screen.view.header is not None and screen.view.header.spec["policy"] == "strict"
         assert screen.view.steps[0].policy == "strict"
         assert not screen.query_one(AbortBanner).has_class("-visible")
+        await wait_for(pilot, lambda: "space" in footer.shown_keys, "pause again")
+        assert "R" not in footer.shown_keys
         await pilot.press("q")
 
 

@@ -106,7 +106,14 @@ def test_the_v1_step_detail_names_what_a_preemption_lost():
     assert len(lines) <= 13  # the pane's height, inside its border
     assert "preempted 12 (lost 509 tok, ×20)" in text
     assert "waiting 20" in text and "swap" not in text.lower()
-    assert "so far   288 preemptions · tax 0.93" in text
+    assert "so far    288 preemptions · tax 0.93" in text
+    # every label takes the same 10 cells, `preempted` included: what follows lines up
+    labels = ("queues", "KV", "tokens", "again", "new", "resumed", "running", "preempted",
+              "done", "so far")
+    labelled = [(label, line) for line in lines for label in labels
+                if line.startswith(label + " ")]
+    assert len(labelled) == len(labels)
+    assert all(line[:10] == label.ljust(10) and line[10] != " " for label, line in labelled)
 
 
 def test_the_v1_abort_banner_and_event_say_no_swap():
@@ -150,7 +157,7 @@ async def test_the_cpu_tier_is_labelled_and_counted_when_the_run_has_one():
         text = StatusBar.compose_text(view, Status(state="running"), width=width).plain
         assert ("CPU tier 25.0%" in text or "CPU 25.0%" in text) and "swap" not in text, text
     detail = StepDetail.describe(view.current).plain
-    assert "CPU tier 128/512 (25%)  load 1 (38MB)  store 2 (75MB)" in detail
+    assert "CPU tier  128/512 (25%)  load 1 (38MB)  store 2 (75MB)" in detail
     assert "(512 from CPU)" in detail
     app = panel_app(view, live_status(view))
     async with app.run_test(size=(160, 48)) as pilot:
@@ -327,6 +334,21 @@ async def test_replay_and_ab_replay_of_v1_recordings():
         titles = [p.title for p in screen.query("RunPlot")]
         assert titles == ["GPU KV %", "preemptions so far", "running requests"]
 
+
+
+def test_ab_replay_of_a_v1_and_a_v0_run_is_one_line_naming_compare(capsys):
+    """A/B steps two runs of one engine side by side (its plots, its first difference); a V1
+    and a V0 run are told apart in one line that names `compare`, which tables both."""
+    from engine.errors import ConfigError
+    from tui.launch import replay, replay_app
+
+    v0 = str(RECORDINGS / "seed-5578-off.jsonl.zst")
+    with pytest.raises(ConfigError, match=r"is V1 and .* is V0: compare them with "
+                                          r"`observatory compare"):
+        replay_app([str(V1_OFF), v0], autoplay=False)
+    assert replay([str(V1_OFF), v0]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "observatory compare" in err[0]
 
 # ------------------------------------------------------------------ commands on a V1 engine
 TIMEOUT_S = 240.0  # an engine process imports vLLM: slow on a loaded 2-core machine

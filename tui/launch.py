@@ -159,14 +159,25 @@ def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, 
     refusal = getattr(screen, "refusal", None)
     if refusal:  # a wrong token, a closed port, a peer that is not an observatory
         return _fail(refusal)
+    for line in closing_lines(screen):
+        print(line, file=sys.stderr)
+    return code if isinstance(code, int) else 0
+
+
+def closing_lines(screen) -> list[str]:
+    """What `live` says on stderr once the app has closed: a run cut short before its first
+    step, and each recording the engine wrote that is on disk. A run quit while the engine was
+    still being built had announced its path and written nothing, and `recording: PATH` named a
+    file that was not there, right under "nothing was recorded"."""
+    lines = []
     view = getattr(screen, "view", None)
     if view is not None and view.header is None and getattr(screen, "stage", ""):
         # quit before the first step (a model can take minutes to load): say what was cut short
-        print(f"observatory: quit before the first step ({screen.stage}): the engine process "
-              f"was stopped and nothing was recorded", file=sys.stderr)
-    for path in getattr(screen, "recordings", []):
-        print(f"recording: {path}", file=sys.stderr)
-    return code if isinstance(code, int) else 0
+        lines.append(f"observatory: quit before the first step ({screen.stage}): the engine "
+                     f"process was stopped and nothing was recorded")
+    lines += [f"recording: {path}" for path in getattr(screen, "recordings", [])
+              if os.path.exists(path)]
+    return lines
 
 
 def _display_name(path: str) -> str:
@@ -239,6 +250,12 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
 
         views = [v for v, _ in loaded]
         names = [_display_name(p) for p in paths]
+        kinds = [v.engine for v in views]
+        if kinds[0] != kinds[1]:  # A/B steps two runs side by side, in one engine's words
+            raise ConfigError(f"A/B replay steps two runs of one engine side by side; "
+                              f"{names[0]} is {kinds[0].upper()} and {names[1]} is "
+                              f"{kinds[1].upper()}: compare them with `observatory compare "
+                              f"{paths[0]} {paths[1]}`, or replay each alone")
         return ObservatoryApp(lambda: CompareScreen(views, names))
     view, notice = loaded[0]
     view.reference = _reference(reference, reference_offset, reference_engine)

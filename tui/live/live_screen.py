@@ -6,7 +6,7 @@ never slows the engine down (no shared GIL), quitting never waits for a step, an
 UI leaves the recording whole.
 
 A key answers at once: `f` shows the new policy as pending on the next frame, and it turns
-confirmed when the engine's PolicyChanged record arrives. Moving back through the run (← → n N
+confirmed when the first step it governs arrives. Moving back through the run (← → n N
 g) is replay of what has arrived; `end` follows the newest step again.
 """
 
@@ -21,7 +21,7 @@ from engine.exit_status import ExitStatus
 from engine.policy import next_policy, parse_policy
 from engine.run_state import RunState
 from engine.spec import RunSpec
-from engine.stream.records import STEP_TYPES, PolicyChanged
+from engine.stream.records import STEP_TYPES
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
                           StreamEnded)
 from tui.live.policy_picker import PolicyPicker
@@ -101,6 +101,7 @@ class LiveScreen(RunScreen):
             else self._open_source(None)  # type: ignore[arg-type]
         self.stream_over = False
         self.engine_state, self.stage = RunState.STARTING, "starting the engine process"
+        self.refresh_bindings()  # a restart: pause and record again, R no longer
         self.source.start(self)
 
     # -- what the engine says ---------------------------------------------------------------
@@ -110,8 +111,12 @@ class LiveScreen(RunScreen):
             if type(item) in STEP_TYPES:
                 if self.engine_state == RunState.STARTING:
                     self.engine_state, self.stage = RunState.RUNNING, ""
-            elif isinstance(item, PolicyChanged) and item.new == self.pending_policy:
-                self.pending_policy = None
+                if item.policy == self.pending_policy:
+                    self.pending_policy = None
+            # PolicyChanged alone does not confirm it: the screen shows the newest step, still
+            # governed by the old policy. While the engine was paused the change arrived with
+            # no step after it, the mark went, and the status said "off ... press f to switch
+            # the fix on" for a fix already switched (a second f cycled past it).
         header = self.view.header
         if header is not None and self.spec is None:
             self.spec = RunSpec.from_dict(header.spec)  # attached to a server: its spec
@@ -159,6 +164,7 @@ class LiveScreen(RunScreen):
         else:
             self.engine_state = "disconnected"
         self.pending_policy = self.pending_policy if self.restartable else None
+        self.refresh_bindings()  # the footer offers R now, no longer pause or record
         self.draw(plots=True)
 
     # -- drawing ----------------------------------------------------------------------------
@@ -208,6 +214,23 @@ class LiveScreen(RunScreen):
         if self.following:
             return max(view.first_step, view.last_step - self.window + 1), view.last_step
         return view.first_step, view.last_step
+
+    # -- which keys the footer offers -------------------------------------------------------
+
+    OVER_ONLY = frozenset({"restart"})
+    """Keys that act only once the run is over: shown then, not while it runs."""
+    RUNNING_ONLY = frozenset({"pause", "toggle_record", "burst"})
+    """Keys that act only on a running engine: after the abort or finish they did nothing but
+    still filled the footer, where `R`, the key the banner asks for, did not fit."""
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """False (hidden from the footer, the key unbound) for a control that cannot act on
+        the run as it stands; every key stays listed in `?`."""
+        if action in self.OVER_ONLY:
+            return self.over and self.restartable
+        if action in self.RUNNING_ONLY:
+            return not self.over
+        return True
 
     # -- control actions ----------------------------------------------------------------------
 

@@ -12,17 +12,24 @@ from textual.widgets.option_list import Option
 from engine.errors import ConfigError
 from engine.policy import DEFAULT_WATERMARK, V1_CYCLE, parse_policy
 
-V0_OPTIONS = (("off", "off        vLLM as released (the bug)"),
-              ("strict", "strict     no prefills while anything is swapped (PR #13539)"),
-              ("watermark", "watermark  no prefills while CPU KV ≥ level"),
-              ("reserve", "reserve    admit only what GPU + CPU can hold at worst (no abort)"))
-V1_OPTIONS = (("off", "off                  vLLM as configured (v1-thrash: #25538)"),
-              ("full-isl", "full-isl             vLLM's scheduler_reserve_full_isl, live"),
-              ("whole-context", "whole-context        whole context + prefills in flight fit"),
-              ("least-computed", "least-computed       preempt the least computed (PR #53723)"),
-              ("whole-context+least-computed", "whole-context+least-computed  both"))
+V0_OPTIONS = (("off", "vLLM as released (the bug)"),
+              ("strict", "no prefills while anything is swapped (PR #13539)"),
+              ("watermark", "no prefills while CPU KV ≥ level"),
+              ("reserve", "admit only what GPU + CPU can hold at worst (no abort)"))
+V1_OPTIONS = (("off", "vLLM as configured (v1-thrash: #25538)"),
+              ("full-isl", "vLLM's scheduler_reserve_full_isl, live"),
+              ("whole-context", "whole context + prefills in flight fit"),
+              ("least-computed", "preempt the least computed (PR #53723)"),
+              ("whole-context+least-computed", "both"))
 """The V1 engine's policies (no swap space, no watermark level)."""
 assert {name for name, _ in V1_OPTIONS} >= set(V1_CYCLE)
+
+
+def option_text(name: str, description: str, options: tuple[tuple[str, str], ...]) -> str:
+    """`name  description`, the descriptions in one column: hand-padded names left the last
+    V1 one (`whole-context+least-computed`) 7 cells out of line."""
+    width = max(len(other) for other, _ in options)
+    return f"{name:<{width}}  {description}"
 
 
 class PolicyPicker(ModalScreen[str | None]):
@@ -45,6 +52,9 @@ class PolicyPicker(ModalScreen[str | None]):
     PolicyPicker #picker-error {
         color: $error;
     }
+    PolicyPicker #picker-keys {
+        color: $text-muted;
+    }
     """
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
@@ -58,8 +68,8 @@ class PolicyPicker(ModalScreen[str | None]):
         level = self._current.watermark if self._current.name == "watermark" else DEFAULT_WATERMARK
         with Vertical():
             yield Label(f"policy now: [b]{self._current}[/b]")
-            yield OptionList(*(Option(text, id=name) for name, text in self._options),
-                             id="picker-options")
+            yield OptionList(*(Option(option_text(name, text, self._options), id=name)
+                               for name, text in self._options), id="picker-options")
             if self._engine != "v1":
                 yield Label("watermark level (0 < level ≤ 1) for watermark; enter here picks "
                             "it:")
@@ -67,6 +77,7 @@ class PolicyPicker(ModalScreen[str | None]):
                 box.cursor_blink = False  # stable snapshots
                 yield box
             yield Label("", id="picker-error")
+            yield Label("↑↓ choose · enter applies · escape keeps the policy", id="picker-keys")
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)

@@ -45,9 +45,13 @@ def sort_key(value: Any) -> tuple:
 
 
 class CellReplayScreen(ReplayScreen):
-    """The lead's replay screen, with `q` going back to the sweep instead of quitting."""
+    """The lead's replay screen, with `q` going back to the sweep instead of quitting.
 
-    BINDINGS = [Binding("q", "back", "back to cells")]
+    Its BINDINGS are the replay screen's with `q` replaced in its place: `?` lists
+    `self.BINDINGS`, and with only the `q` binding here it listed `q` alone."""
+
+    BINDINGS = [Binding("q", "back", "back to cells") if b.key == "q" else b
+                for b in ReplayScreen.BINDINGS]
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -55,7 +59,9 @@ class CellReplayScreen(ReplayScreen):
 
 class SweepScreen(Screen):
     BINDINGS = [
-        Binding("enter", "open", "replay cell", show=True),
+        # priority: the focused DataTable's own enter (hidden) shadowed this one, so the footer
+        # never said how to open a cell
+        Binding("enter", "open", "replay cell", show=True, priority=True),
         Binding("s", "sort", "sort by column"),
         Binding("r", "reload", "reload"),
         Binding("q", "quit", "quit"),

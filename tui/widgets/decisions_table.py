@@ -62,15 +62,16 @@ COLUMNS: tuple[Column, ...] = (
 )
 V1_COLUMNS: tuple[Column, ...] = (
     Column("step", "step", 6, 6, 0),
-    Column("v1prefill", "prefill req:tokens", 15, 12, 6, grow=40, short="prefill"),
+    Column("v1prefill", "prefill req:tokens", 15, 11, 6, grow=40, short="prefill"),
     Column("v1decode", "dec", 5, 4, 5),
     Column("preempted", "preempted id×n", 16, 10, 0, grow=30, short="preempted"),
     Column("lost", "lost tok", 9, 6, 3, short="lost"),
     Column("recomp_tok", "recomp", 7, 6, 2, short="rcmp"),
     Column("prefix", "prefix", 7, 5, 1, short="pfx"),
-    Column("finished", "finished", 9, 9, 4, grow=30, short="fin"),
+    Column("finished", "finished", 9, 7, 4, grow=30, short="fin"),
     Column("tokens", "tok/budget", 11, 10, 7, short="tokens"),
-    Column("v1policy", "policy", 9, 7, 8, grow=20),
+    # 12: "full-isl" and "whole+least" whole at 80 columns (7 cut them to "full-i", "whole+")
+    Column("v1policy", "policy", 12, 12, 8, grow=20),
 )
 """A V1 run's columns: prefill chunks (a resumed request marked ↻), decoding requests, the
 preempted ids with their counts, the computed tokens they lost, the tokens computed again and
@@ -202,8 +203,9 @@ def cell(key: str, s: StepRecord, width: int) -> Cell | tuple[Parts, None]:
         return _ids(s.finished, room), None
     if key == "tokens":
         return f"{s.batched_tokens}/{s.token_budget}", None
-    if key == "policy":
-        return ("⊘ held" if s.withheld else s.policy[:room], "held" if s.withheld else None)
+    if key == "policy":  # "watermark:0.5" as "wm:0.5" where it is short (was "watermar")
+        policy = s.policy if len(s.policy) <= room else short_policy(s.policy)
+        return ("⊘ held" if s.withheld else policy[:room], "held" if s.withheld else None)
     raise KeyError(key)
 
 

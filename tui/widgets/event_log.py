@@ -10,7 +10,8 @@ vLLM's log lines are kept in their place: INFO lines (the config dump, periodic 
 hidden unless `show_info` is set (the screens bind a key to it), repeated lines are folded into
 one entry with a count ("×10,000", the EOS warning logged once per request; the preemption
 warning that differs only in its numbers), and the newest entry is never cut: if it does not fit
-it is shortened at its end, and older entries give way first.
+it is shortened at its end, and older entries give way first, each whole: an entry that fits only
+in part is left out, not shown from its middle.
 """
 
 from __future__ import annotations
@@ -194,6 +195,11 @@ class EventLog(Widget):
                 last = wrapped[-1]
                 last.truncate(max(1, width - 1))
                 last.append("…")
+            if index and len(lines) + len(wrapped) > height:
+                # an older entry shown only in part read as a line with no start: leave it
+                # out, and keep the newest at the bottom
+                lines[:0] = [Text()] * (height - len(lines))
+                break
             lines[:0] = wrapped
             if len(lines) >= height:
                 break

@@ -53,6 +53,7 @@ V1_TABLE = [
     ("7×5", "preempted: request 7, its 5th preemption (3 or more stands out: the thrash)"),
     ("↻7:512", "request 7 resumed after a preemption, 512 tokens scheduled"),
     ("lost / recomp", "computed tokens the preemptions threw away / tokens computed again"),
+    ("prefix / pfx", "tokens found in the prefix cache this step (not computed again)"),
     ("tax", "status: recomputed tokens over all tokens computed, so far"),
 ]
 MOUSE = [
@@ -90,6 +91,12 @@ def engine_of(screen: Screen | None) -> str:
     views = getattr(screen, "views", None) or ([view] if view is not None else [])
     kinds = {getattr(v, "engine", "v0") for v in views}
     return kinds.pop() if len(kinds) == 1 else "v0"
+
+
+def has_policy_keys(screen: Screen | None) -> bool:
+    """Whether the screen binds `f` and `F` (the live monitor does; replay does not)."""
+    actions = {getattr(b, "action", None) for b in getattr(screen, "BINDINGS", [])}
+    return {"cycle_policy", "pick_policy"} <= actions
 
 
 def recording_lines(screen: Screen | None) -> list[str]:
@@ -156,11 +163,13 @@ class HelpScreen(ModalScreen[None]):
             self.help_text(self._below, component_roles(self, "help-screen")))
 
     def help_text(self, below: Screen | None, roles: Roles = unstyled) -> Text:
+        # replay has no f or F: its help named keys that did nothing there
+        keys = " (f cycles, F picks)" if has_policy_keys(below) else ""
         if engine_of(below) == "v1":  # V1's policies and words (no swap space)
-            policies = [("policies on vLLM's V1 engine (f cycles): what each does",
-                         V1_POLICIES), ("V1's words in the table and status", V1_TABLE)]
+            policies = [(f"policies on vLLM's V1 engine{keys}: what each does", V1_POLICIES),
+                        ("V1's words in the table and status", V1_TABLE)]
         else:
-            policies = [("policies (f cycles, F picks): what each guarantees", POLICIES)]
+            policies = [(f"policies{keys}: what each guarantees", POLICIES)]
         sections = [(self._title, self._rows), *widget_sections(below), *policies,
                     ("mouse", MOUSE), ("plot marks", MARKS)]
         width = max((len(k) for _, rows in sections for k, _ in rows), default=4) + 2

@@ -12,7 +12,7 @@ to go. The recording's full path is in the help screen (`?`), not here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from rich.cells import cell_len
@@ -92,9 +92,10 @@ def policy_role(policy: str) -> str:
 
 def short_policy(policy: str) -> str:
     """"watermark:0.5" is "wm:0.5" where every column counts (V1's: "whole-context+least-computed"
-    is "whole+least")."""
-    return (policy.replace("watermark", "wm").replace("whole-context", "whole")
-            .replace("least-computed", "least"))
+    is "whole+least", "full-isl+least-computed" "isl+least": each fits the decisions table's
+    policy column at 80 columns)."""
+    return (policy.replace("watermark", "wm").replace("full-isl+", "isl+")
+            .replace("whole-context", "whole").replace("least-computed", "least"))
 
 
 def human_bytes(n: int, compact: bool = False) -> str:
@@ -176,6 +177,8 @@ class StatusBar(Static):
         height: 2;
         background: $boost;
         padding: 0 1;
+        text-wrap: nowrap;
+        text-overflow: clip;
     }
     StatusBar > .status-bar--policy-off {
         background: $error;
@@ -316,6 +319,8 @@ class StatusBar(Static):
             if candidate.cell_len <= width:
                 line1 = candidate
                 break
+        else:
+            line1 = _fit_stage(view, status, line1, width, roles)
         line1.no_wrap = True
         line1.overflow = "crop"
         text = Text(no_wrap=True, overflow="crop")
@@ -323,6 +328,20 @@ class StatusBar(Static):
         text.append("\n")
         text.append_text(second_line(view, status, runway, width, roles))
         return text
+
+
+def _fit_stage(view: RunView, status: Status, line1: Text, width: int, roles: Roles) -> Text:
+    """Line 1 at its tersest, with the start-up stage shortened so that the whole line fits:
+    "building the engine (8,192 GPU blocks, 7,281 CPU blocks of 16 tokens)" is 70 cells, and
+    at 80 columns it pushed the recording indicator onto line 2, over the hint."""
+    over = line1.cell_len - width
+    if over <= 0 or view.current is not None or not status.stage:
+        return line1
+    stage = status.stage[:max(1, len(status.stage) - over)]
+    if " " in stage:  # at a word's end: "… 7,281 CPU blocks…", not "… CPU blocks o…"
+        stage = stage.rsplit(" ", 1)[0]
+    stage = stage.rstrip(" (,")
+    return key_numbers(view, replace(status, stage=stage), LEVELS - 1, roles)
 
 
 def _policy_badge(text: Text, view: RunView, status: Status, level: int, roles: Roles) -> None:

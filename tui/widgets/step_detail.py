@@ -6,6 +6,9 @@ It follows the step the screen shows unless a table row was chosen, which pins i
 
 from __future__ import annotations
 
+from rich.cells import cell_len
+from rich.console import Group, RenderableType
+from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
@@ -56,8 +59,23 @@ class StepDetail(Static):
             if step is not None else "step detail"
         # Fixed height: skip the layout pass Static.update does by default.
         roles = component_roles(self, "step-detail")
-        self.update(self.describe(step, show_wall, axis, roles) if step is not None
-                    else "no steps yet", layout=False)
+        self.update(self.fitted(self.describe(step, show_wall, axis, roles), step)
+                    if step is not None else "no steps yet", layout=False)
+
+    def fitted(self, text: Text, step: StepRecord) -> RenderableType:
+        """The text as it is where every line fits the pane, else with hanging values."""
+        width = self.content_size.width
+        if not width or all(cell_len(line) <= width for line in text.plain.split("\n")):
+            return text
+        return hanging(text, V1_LABEL if type(step) is V1StepRecord else V0_LABEL)
+
+    def on_resize(self) -> None:
+        """Another width may need (or no longer need) the hanging values."""
+        args = getattr(self, "_args", None)
+        if args is not None and self.is_mounted:
+            self._shown = None
+            step, pinned, show_wall, axis = args
+            self.show(step, pinned=pinned, show_wall=show_wall, axis=axis)
 
     def notify_style_update(self) -> None:
         """A new theme: describe the step again in its colours."""
@@ -79,6 +97,31 @@ class StepDetail(Static):
             return t
         _describe_v0(t, s, roles)
         return t
+
+
+V0_LABEL, V1_LABEL = 9, 10
+"""Cells the labels take ("swap out ", "preempted "): a long value wraps under its value."""
+
+
+def hanging(text: Text, indent: int) -> RenderableType:
+    """Each `label value` line with its value in a column of its own, so that a long value
+    wraps under the value ("evicted 0" had wrapped under the labels, at the pane's left); the
+    clock line and sentences without a label as they are."""
+    parts: list[RenderableType] = []
+    grid: Table | None = None
+    for line in text.split("\n"):
+        plain = line.plain
+        if len(plain) > indent and plain[indent - 1] == " " and plain[:1] != " " and parts:
+            if grid is None:
+                grid = Table.grid()
+                grid.add_column(width=indent, no_wrap=True)
+                grid.add_column(ratio=1, overflow="fold")
+                parts.append(grid)
+            grid.add_row(line[:indent], line[indent:])
+        else:
+            grid = None
+            parts.append(line)
+    return Group(*parts)
 
 
 def _clock_line(t: Text, s: StepRecord, show_wall: bool, axis: TimeAxis) -> None:
@@ -122,25 +165,26 @@ def _chunks(pairs: list[tuple[str, int]], limit: int = 12) -> str:
 
 
 def _describe_v1(t: Text, s: V1StepRecord, roles: Roles) -> None:
-    """V1's step: no swap space, no groups; preemption is recompute."""
+    """V1's step: no swap space, no groups; preemption is recompute. Labels are 10 cells,
+    so that `preempted` lines up with the rest (at 9 its ids stood one cell right)."""
     from tui.widgets.decisions_table import REPEAT_PREEMPTIONS
     from tui.widgets.status_bar import human_count
 
-    t.append(f"\nqueues   running {s.running}  waiting {s.waiting}  finished {s.finished_total}"
+    t.append(f"\nqueues    running {s.running}  waiting {s.waiting}  finished {s.finished_total}"
              f" so far")
-    t.append(f"\nKV       GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
+    t.append(f"\nKV        GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
              f"{s.kv_tokens:,} tokens held")
     tier = cpu_tier_line(s)
     if tier:
-        t.append(f"\nCPU tier {tier}")
-    t.append(f"\ntokens   {s.batched_tokens}/{s.token_budget} batched  prompt "
+        t.append(f"\nCPU tier  {tier}")
+    t.append(f"\ntokens    {s.batched_tokens}/{s.token_budget} batched  prompt "
              f"{s.prompt_tokens}  generated {s.generated_tokens}")
-    t.append(f"\nagain    {s.recomputed_tokens} recomputed  {s.prefix_hit_tokens} from the "
+    t.append(f"\nagain     {s.recomputed_tokens} recomputed  {s.prefix_hit_tokens} from the "
              f"prefix cache" + (f" ({s.cpu_hit_tokens} from CPU)" if tier else ""))
-    t.append(f"\nnew      {_chunks(s.new)}")
-    t.append(f"\nresumed  {_chunks(s.resumed)}")
+    t.append(f"\nnew       {_chunks(s.new)}")
+    t.append(f"\nresumed   {_chunks(s.resumed)}")
     chunks = [(rid, n) for rid, n in s.scheduled if n > 1]
-    t.append(f"\nrunning  {s.decode_reqs} decoding" + (f", chunks {_chunks(chunks)}"
+    t.append(f"\nrunning   {s.decode_reqs} decoding" + (f", chunks {_chunks(chunks)}"
                                                        if chunks else ""))
     t.append("\npreempted ")
     if not s.preempted:
@@ -155,9 +199,9 @@ def _describe_v1(t: Text, s: V1StepRecord, roles: Roles) -> None:
         t.append(")")
     if len(s.preempted) > 12:
         t.append(f" … (+{len(s.preempted) - 12})")
-    t.append(f"\ndone     finished {_ids(s.finished, 12)} · first token "
+    t.append(f"\ndone      finished {_ids(s.finished, 12)} · first token "
              f"{_ids(s.first_tokens, 12)}")
-    t.append(f"\nso far   {s.preemptions_total:,} preemptions · tax {s.recompute_tax:.2f} "
+    t.append(f"\nso far    {s.preemptions_total:,} preemptions · tax {s.recompute_tax:.2f} "
              f"({human_count(s.recomputed_total)} of {human_count(s.computed_total)} tokens)")
     if s.withheld:
         t.append(f"\nthe policy withheld an admission ({s.held_back} waiting)", roles("held"))

@@ -26,12 +26,17 @@ SWAPPED: Variable = "error"
 WAITING: Variable = "primary"
 GENERATED: Variable = "primary"
 PROMPT: Variable = "success"
-COMMITTED: Variable = "warning"  # the committed demand against GPU + CPU (KV plot, right axis)
+# the committed demand against GPU + CPU (KV plot, right axis); the KV plot has no other
+# $success line. It was $warning, which textual-dark and textual-light give the colour of
+# $accent, the policy marker's: the committed line and the `f` marker were one orange.
+COMMITTED: Variable = "success"
 # V1 (no swap space): its thrash is recompute, drawn in swap's colour; its CPU tier is a cache
 PREEMPTED: Variable = "error"
 RECOMPUTED: Variable = "error"
-CPU_TIER: Variable = "warning"
-POLICY_MARKER: Variable = "accent"
+CPU_TIER: Variable = "success"
+POLICY_MARKER: Variable = "warning"
+"""A policy change: $warning differs from every series' colour on its plot, and from the
+abort's, in each of Textual's built-in themes ($accent is $success in ansi-dark)."""
 ABORT_MARKER: Variable = "error"
 CURSOR: Variable = "foreground"
 FOLDED: Variable = "foreground-darken-2"
