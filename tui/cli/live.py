@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from engine.cli.run_flags import add_run_flags, spec_from_args
+from engine.cli.run_flags import add_pace_flag, add_run_flags, spec_from_args
 from engine.errors import ConfigError
 from engine.options import bounded
 from tui.cli.base import TUISubcommand, add_reference_flags, need_terminal
@@ -21,6 +21,7 @@ class Live(TUISubcommand):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_run_flags(parser)
+        add_pace_flag(parser)
         parser.add_argument("--window", type=bounded(int, 10, MAX_WINDOW, "--window"),
                             default=DEFAULT_WINDOW,
                             help=f"steps shown in the live plots (default {DEFAULT_WINDOW})")
@@ -43,11 +44,14 @@ class Live(TUISubcommand):
         overlay = {"reference": args.reference, "reference_offset": args.reference_offset,
                    "reference_engine": args.reference_engine}
         if args.connect:
+            if args.pace:
+                raise ConfigError("--pace sets the engine's speed, which runs in the server: "
+                                  "give it to `observatory serve`, not to live --connect")
             target = (args.connect, read_token(args)) + ((args.engine,) if args.engine else ())
             return live(None, window=args.window, connect=target, **overlay)
         spec = spec_from_args(args)
         record = None if args.no_record else (args.record or "auto")
-        return live(spec, record, window=args.window, **overlay)  # refuses --record - itself
+        return live(spec, record, window=args.window, pace=args.pace or None, **overlay)  # refuses --record - itself
 
 
 def read_token(args: argparse.Namespace) -> str:
