@@ -107,3 +107,13 @@ def test_lifting_the_pace_mid_wait_runs_on() -> None:
 def test_a_bad_pace_is_refused(pace: float) -> None:
     with pytest.raises(ValueError, match="pace must be a positive number"):
         Session(preset_spec("demo").validated(), pace=pace)
+
+
+def test_live_runs_a_v0_sim_as_fast_as_it_goes_by_default() -> None:
+    from engine.adapters.versions import installed_version, release_for
+    from tui.cli.live import default_pace
+
+    release = release_for(installed_version())
+    if release is None or release.engine != "v0":
+        pytest.skip("needs a V0 vLLM")
+    assert default_pace(preset_spec("demo")) == 0.0

@@ -127,7 +127,9 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
                                                  hub=HubEngines(address, token)))
     assert spec is not None
     factory = local_engine_source(record, pace)
-    return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window, reference=ref))
+    title = f"paced {pace:g} steps/s" if pace else ""
+    return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window, reference=ref,
+                                             title=title))
 
 
 def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
