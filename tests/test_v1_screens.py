@@ -335,6 +335,21 @@ async def test_replay_and_ab_replay_of_v1_recordings():
         assert titles == ["GPU KV %", "preemptions so far", "running requests"]
 
 
+
+def test_ab_replay_of_a_v1_and_a_v0_run_is_one_line_naming_compare(capsys):
+    """A/B steps two runs of one engine side by side (its plots, its first difference); a V1
+    and a V0 run are told apart in one line that names `compare`, which tables both."""
+    from engine.errors import ConfigError
+    from tui.launch import replay, replay_app
+
+    v0 = str(RECORDINGS / "seed-5578-off.jsonl.zst")
+    with pytest.raises(ConfigError, match=r"is V1 and .* is V0: compare them with "
+                                          r"`observatory compare"):
+        replay_app([str(V1_OFF), v0], autoplay=False)
+    assert replay([str(V1_OFF), v0]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "observatory compare" in err[0]
+
 # ------------------------------------------------------------------ commands on a V1 engine
 TIMEOUT_S = 240.0  # an engine process imports vLLM: slow on a loaded 2-core machine
 

@@ -254,6 +254,12 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
 
         views = [v for v, _ in loaded]
         names = [_display_name(p) for p in paths]
+        kinds = [v.engine for v in views]
+        if kinds[0] != kinds[1]:  # A/B steps two runs side by side, in one engine's words
+            raise ConfigError(f"A/B replay steps two runs of one engine side by side; "
+                              f"{names[0]} is {kinds[0].upper()} and {names[1]} is "
+                              f"{kinds[1].upper()}: compare them with `observatory compare "
+                              f"{paths[0]} {paths[1]}`, or replay each alone")
         return ObservatoryApp(lambda: CompareScreen(views, names))
     view, notice = loaded[0]
     view.reference = _reference(reference, reference_offset, reference_engine)
