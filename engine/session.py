@@ -80,6 +80,7 @@ StateFn = Callable[[RunState, int], None]
 # this far apart so vLLM sees the same order (ties would make its stable sort keep queue order,
 # which changes who gets preempted).
 _ARRIVAL_TIEBREAK_S = 1e-6
+MIN_PACE, MAX_PACE = 1.0, 10_000.0  # steps/s that `scale_pace` keeps to (faster: no pace)
 _IDLE_NAP_S = 0.05  # gpu backend, nothing to run: the longest wait between command checks
 
 
@@ -246,6 +247,21 @@ class Session:
         not a command: it changes no decision, so it applies at once without a record."""
         self._pace = _check_pace(pace)
         self._commands.put((_Wake(), "", None))  # re-time a wait in progress
+
+    def scale_pace(self, scale: float) -> float | None:
+        """Multiply the pace by `scale` (the live screen's `>` and `<`); return the new one.
+        Slowing an unpaced run starts from its speed so far; past MAX_PACE the pace is lifted,
+        and it never goes below MIN_PACE."""
+        pace = self._pace
+        if pace is None:
+            if scale >= 1:
+                return None
+            started = getattr(self, "_t0", None)
+            elapsed = time.perf_counter() - started if started is not None else 0.0
+            pace = self._step / elapsed if self._step and elapsed > 0 else MAX_PACE
+        pace = max(MIN_PACE, round(pace * scale, 3))
+        self.set_pace(None if pace > MAX_PACE else pace)
+        return self._pace
 
     def report_sink_failure(self, sink: Sink, exc: BaseException) -> None:
         """A sink of a sink (e.g. EngineHost's subscribers) failed: end the run at the next

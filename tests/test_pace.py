@@ -117,3 +117,37 @@ def test_live_runs_a_v0_sim_as_fast_as_it_goes_by_default() -> None:
     if release is None or release.engine != "v0":
         pytest.skip("needs a V0 vLLM")
     assert default_pace(preset_spec("demo")) == 0.0
+
+
+def test_the_pace_command_lifts_a_paced_wait_and_says_the_new_pace() -> None:
+    from engine.host import EngineHost
+    from engine.stream.protocol import SetPace
+
+    host = EngineHost(preset_spec("demo", policy="off", max_steps=5), None, pace=VERY_SLOW)
+    first = threading.Event()
+    host.subscribe(lambda item: first.set() if isinstance(item, StepRecord) else None)
+    acks: list = []
+    host.start()
+    try:
+        assert first.wait(GUARD_S)
+        host.submit(SetPace(id=1, scale=2.0), "t", acks.append)  # the keys keep to MIN_PACE
+        assert acks[-1].ok and acks[-1].message == "paced 1 steps/s"
+        host.submit(SetPace(id=2, scale=1e12), "t", acks.append)  # past MAX_PACE: no pace
+        assert acks[-1].ok and acks[-1].message == "as fast as it goes"
+        assert host.done.wait(GUARD_S), "lifting the pace did not wake the paced wait"
+    finally:
+        host.stop()
+        host.join()
+    assert (host.finished.reason, host.finished.steps) == ("max_steps", 5)
+
+
+def test_slowing_an_unpaced_run_starts_from_its_speed_so_far() -> None:
+    from engine.session import MAX_PACE, MIN_PACE
+
+    session = Session(preset_spec("demo", policy="off", max_steps=50).validated())
+    session.run()
+    assert session.scale_pace(2.0) is None  # already as fast as it goes
+    half = session.scale_pace(0.5)
+    assert half is not None and MIN_PACE <= half <= MAX_PACE
+    assert session.scale_pace(2.0) == round(half * 2, 3)
+    assert session.scale_pace(1e-9) == MIN_PACE
