@@ -51,11 +51,12 @@ FLUSH_TIMEOUT_S = 1.0
 
 
 def spawn_local(spec: RunSpec, record: str | None, *, client: str = "tui",
-                child_args: Sequence[str] = ()) -> EngineLink:
+                child_args: Sequence[str] = (), pace: float | None = None) -> EngineLink:
     """Start the engine for `spec` in a child process recording to `record` (a path, or None
     for no recording). Returns at once; raises ConfigError for a bad spec or `record == "-"`,
     EngineError if the process cannot be started.
-    `child_args`: extra arguments for `python -m engine.child` (diagnostics and tests)."""
+    `child_args`: extra arguments for `python -m engine.child` (diagnostics and tests).
+    `pace`: steps per second (the Session's pace; wall clock only), or None."""
     spec = spec.validated()
     if record == "-":
         raise ConfigError("the local engine records to a file: give a path or no recording")
@@ -63,6 +64,7 @@ def spawn_local(spec: RunSpec, record: str | None, *, client: str = "tui",
     argv = [sys.executable, "-m", "engine.child", "--fd", str(child_end.fileno()),
             "--parent-pid", str(os.getpid()), "--spec", spec_json(spec)]
     argv += ["--record", record] if record is not None else ["--no-record"]
+    argv += ["--pace", repr(float(pace))] if pace else []
     argv += list(child_args)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH")) if p)
@@ -111,6 +113,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--spec", required=True, help="RunSpec as JSON")
     parser.add_argument("--record", help="recording path")
     parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--pace", type=float, help="steps per second (Session's pace)")
     parser.add_argument("--probe-fd2", metavar="TEXT",
                         help="write TEXT to fd 2 once it is captured (checks the capture)")
     return parser.parse_args(argv)
@@ -157,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from engine.stream.fanout import Fanout
     from engine.stream.server import serve_connection
 
-    host = EngineHost(spec, None if args.no_record else args.record)
+    host = EngineHost(spec, None if args.no_record else args.record, pace=args.pace)
     try:
         host.open_recording()
     except ConfigError as exc:

@@ -30,6 +30,13 @@ Either way vLLM's own `arrival_time` stamps are on its real clock (time.time()),
 and TTFT metrics are seconds, not the ~1.7e9 that stamps counted from 0.0 gave. Every step's
 executor call is timed (`exec_s`, engine.adapters.exec_timing).
 
+A pace (`pace`, steps per second; `live --pace`, `serve --pace`) slows the loop to a speed a
+person can follow: a step starts no sooner than 1/pace seconds after the one before. It is wall
+clock only, never a decision: the wait is spent blocked on the command queue (a Stop, a Pause or
+a policy switch applies at once, not at the next due step), and no record field but the measured
+`wall_s` can differ from an unpaced run. It is not a RunSpec field, so recordings and `verify`
+never see it.
+
 Once the initial requests are added the session moves everything alive into the garbage
 collector's permanent generation (`gc.freeze()`): the seed's 10,000 requests are ~80,000
 sequences that every full collection would otherwise re-scan (0.2-0.8 s each), which costs the
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
+import math
 import queue
 import socket
 import threading
@@ -72,6 +80,7 @@ StateFn = Callable[[RunState, int], None]
 # this far apart so vLLM sees the same order (ties would make its stable sort keep queue order,
 # which changes who gets preempted).
 _ARRIVAL_TIEBREAK_S = 1e-6
+MIN_PACE, MAX_PACE = 1.0, 10_000.0  # steps/s that `scale_pace` keeps to (faster: no pace)
 _IDLE_NAP_S = 0.05  # gpu backend, nothing to run: the longest wait between command checks
 
 
@@ -81,7 +90,20 @@ class _AtBoundary(msgspec.Struct, frozen=True):
     fn: Callable[[int], tuple[bool, str]]
 
 
-_Queued = SetPolicy | AddBurst | Pause | Resume | Stop | _AtBoundary
+class _Wake(msgspec.Struct, frozen=True):
+    """Internal: wakes a paced wait so that it is re-timed (Session.set_pace)."""
+
+
+_Queued = SetPolicy | AddBurst | Pause | Resume | Stop | _AtBoundary | _Wake
+
+
+def _check_pace(pace: float | None) -> float | None:
+    """A pace as the loop keeps it: None for none (0 means none too); positive and finite."""
+    if pace is None or pace == 0:
+        return None
+    if not math.isfinite(pace) or pace < 0:
+        raise ValueError(f"pace must be a positive number of steps per second, not {pace}")
+    return float(pace)
 
 
 class _EngineFault(Exception):
@@ -113,8 +135,10 @@ def _sink_name(sink: Sink) -> str:
 class Session:
     def __init__(self, spec: RunSpec, *, on_progress: ProgressFn | None = None,
                  on_state: StateFn | None = None, freeze_gc: bool = True,
-                 wall_paced: bool | None = None) -> None:
+                 wall_paced: bool | None = None, pace: float | None = None) -> None:
         self.spec = spec
+        self._pace = _check_pace(pace)  # steps per second; None runs as fast as it goes
+        self._last_start: float | None = None  # perf_counter() when the last step started
         self.header: Header | None = None
         self.state = RunState.STARTING
         self._sinks: list[Sink] = []
@@ -213,6 +237,32 @@ class Session:
     def stop(self, done: Done | None = None) -> None:
         self._submit(Stop(id=0), "", done)
 
+    @property
+    def pace(self) -> float | None:
+        """Steps per second the loop is held to, or None (as fast as it goes)."""
+        return self._pace
+
+    def set_pace(self, pace: float | None) -> None:
+        """Change the pace (None or 0: as fast as it goes); any thread. A wall-clock setting,
+        not a command: it changes no decision, so it applies at once without a record."""
+        self._pace = _check_pace(pace)
+        self._commands.put((_Wake(), "", None))  # re-time a wait in progress
+
+    def scale_pace(self, scale: float) -> float | None:
+        """Multiply the pace by `scale` (the live screen's `>` and `<`); return the new one.
+        Slowing an unpaced run starts from its speed so far; past MAX_PACE the pace is lifted,
+        and it never goes below MIN_PACE."""
+        pace = self._pace
+        if pace is None:
+            if scale >= 1:
+                return None
+            started = getattr(self, "_t0", None)
+            elapsed = time.perf_counter() - started if started is not None else 0.0
+            pace = self._step / elapsed if self._step and elapsed > 0 else MAX_PACE
+        pace = max(MIN_PACE, round(pace * scale, 3))
+        self.set_pace(None if pace > MAX_PACE else pace)
+        return self._pace
+
     def report_sink_failure(self, sink: Sink, exc: BaseException) -> None:
         """A sink of a sink (e.g. EngineHost's subscribers) failed: end the run at the next
         step boundary with an ObserverError naming it. Any thread (the first report wins)."""
@@ -310,6 +360,7 @@ class Session:
                 else:  # idle on the sim: jump the simulated clock to the next arrival
                     sim_s = upcoming.arrival_s
                 continue
+            self._last_start = time.perf_counter()
             try:
                 driver.step()
             except HookError as exc:  # our hook, inside vLLM's step: our bug
@@ -403,14 +454,19 @@ class Session:
         return True
 
     def _drain_commands(self, step: int, sim_s: float) -> bool:
-        """Apply queued commands, each by its type (`_APPLY`); block while paused. True means
-        stop."""
+        """Apply queued commands, each by its type (`_APPLY`); block while paused, and with a
+        pace until the next step is due, on the queue itself so that a command arriving
+        meanwhile applies at once. True means stop."""
         self._paused = False
-        if not self._commands.queue:  # every step but a command's: no lock, no exception
+        if not self._commands.queue and self._pace is None:  # the common case: no lock
             return False
         while True:
+            block, timeout = self._paused, None
+            if not block and self._pace is not None and self._last_start is not None:
+                wait = self._last_start + 1.0 / self._pace - time.perf_counter()
+                block, timeout = wait > 0, max(wait, 0.0)
             try:
-                command, source, done = self._commands.get(block=self._paused, timeout=None)
+                command, source, done = self._commands.get(block=block, timeout=timeout)
             except queue.Empty:
                 return False
             kind = type(command)
@@ -462,6 +518,10 @@ class Session:
                     sim_s: float) -> tuple[bool, str]:
         return True, ""
 
+    def _apply_wake(self, command: _Wake, source: str, step: int,
+                    sim_s: float) -> tuple[bool, str]:
+        return True, ""
+
     def _apply_call(self, command: _AtBoundary, source: str, step: int,
                     sim_s: float) -> tuple[bool, str]:
         return command.fn(step)
@@ -493,5 +553,5 @@ class Session:
 
 _APPLY = {SetPolicy: Session._apply_policy, AddBurst: Session._apply_burst,
           Pause: Session._apply_pause, Resume: Session._apply_resume, Stop: Session._apply_stop,
-          _AtBoundary: Session._apply_call}
+          _AtBoundary: Session._apply_call, _Wake: Session._apply_wake}
 """What each queued command does, by type: every command type has exactly one entry."""

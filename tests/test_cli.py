@@ -38,6 +38,10 @@ BAD_INPUTS = [
     (["run", "--config", "/nonexistent/observatory.toml"], "cannot read config file"),
     (["run", "--frobnicate"], "unrecognized arguments"),
     (["replay", "--speed", "100", "x.jsonl"], "--speed must be between"),
+    (["live", "--pace", "-1"], "--pace: must be a number >= 0"),
+    (["live", "--pace", "abc"], "--pace: must be a number >= 0, got 'abc'"),
+    (["serve", "--pace", "-1"], "--pace: must be a number >= 0"),
+    (["live", "--connect", "127.0.0.1:1", "--pace", "5"], "give it to `observatory serve`"),
 ]
 
 

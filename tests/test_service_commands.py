@@ -23,7 +23,7 @@ from engine.run_state import OVER_STATES, RunState, state_for_end
 from engine.spec import preset_spec
 from engine.stream.fanout import Fanout
 from engine.stream.protocol import (COMMAND_OPS, COMMAND_TYPES, PROTOCOL_VERSION, Ack, AddBurst,
-                                    BadCommand, Closing, Hello, Pause, Resume, SetPolicy,
+                                    BadCommand, Closing, Hello, Pause, Resume, SetPace, SetPolicy,
                                     StateChanged, Stop, ToggleRecording, Welcome, command_arg,
                                     decode_client, decode_incoming, encode_line, make_command)
 from engine.stream.reader import load
@@ -31,7 +31,8 @@ from engine.stream.records import Arrivals, PolicyChanged, RunFinished, StepReco
 from engine.stream.server import serve_connection
 
 ONE_OF_EACH = [SetPolicy(id=1, policy="strict"), Pause(id=2), Resume(id=3),
-               AddBurst(id=4, size=5), Stop(id=5), ToggleRecording(id=6, target="on")]
+               AddBurst(id=4, size=5), Stop(id=5), ToggleRecording(id=6, target="on"),
+               SetPace(id=7, scale=0.5)]
 
 
 # ---- the union, without an engine ----------------------------------------------------------
@@ -51,10 +52,12 @@ def test_the_router_has_exactly_one_check_per_command_type():
 
 
 def test_the_session_applies_every_command_but_recording_which_is_not_its_own():
-    from engine.session import _APPLY, _AtBoundary
+    from engine.session import _APPLY, _AtBoundary, _Wake
 
-    # ToggleRecording reaches the session as an _AtBoundary call into the RecordingController.
-    assert set(_APPLY) == set(COMMAND_TYPES) - {ToggleRecording} | {_AtBoundary}
+    # ToggleRecording reaches the session as an _AtBoundary call into the RecordingController;
+    # SetPace is no step-boundary command (wall clock only): Session.scale_pace applies it at
+    # once and queues a _Wake to re-time a paced wait.
+    assert set(_APPLY) == set(COMMAND_TYPES) - {ToggleRecording, SetPace} | {_AtBoundary, _Wake}
 
 
 @pytest.mark.parametrize("line, message", [
@@ -130,6 +133,8 @@ def test_bad_commands_from_a_peer_are_refused_in_one_line_and_the_connection_sta
                (b'{"kind":"policy","id":13,"policy":7}', "bad policy command"),
                (b'{"kind":"burst","id":14,"size":0}', "burst size must be an integer from 1"),
                (b'{"kind":"burst","id":15,"size":"many"}', "bad burst command"),
+               (b'{"kind":"pace","id":17,"scale":0}', "pace needs a scale"),
+               (b'{"kind":"pace","id":18,"scale":"fast"}', "bad pace command"),
                (encode_line(ToggleRecording(id=16, target=str(tmp_path / "x.jsonl"))),
                 "a remote client cannot choose the server's file names")]
         for line, message in bad:

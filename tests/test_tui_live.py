@@ -320,3 +320,20 @@ async def test_live_draws_a_reference_over_every_run(tmp_path):
                        "the restarted run's end")
         await wait_for(pilot, lambda: real_dots(screen) > 0, "the dots after the restart")
         await pilot.press("q")
+
+
+async def test_the_pace_keys_change_the_engines_pace_and_the_bar_says_it():
+    """`>` doubles the pace of a local engine (here from one step per 2.8 hours, which the
+    keys' floor lifts to 1 step/s, so the run goes on) and the bottom bar says the new pace."""
+    from tui.widgets.replay_bar import ReplayBar
+
+    app = live_app(preset_spec("demo", policy="off").validated(), None, pace=1e-4)
+    async with app.run_test(size=SIZE) as pilot:
+        screen: LiveScreen = app.main_screen  # type: ignore[assignment]
+        bar = lambda: screen.query_one(ReplayBar).render().plain  # noqa: E731
+        await wait_for(pilot, lambda: len(screen.view.steps) == 1, "the first step")
+        assert "paced 0.0001 steps/s" in bar()
+        await pilot.press("greater_than_sign")
+        await wait_for(pilot, lambda: "paced 1 steps/s" in bar(), "the new pace in the bar")
+        await wait_for(pilot, lambda: len(screen.view.steps) > 1, "the next step, now due")
+        await pilot.press("q")

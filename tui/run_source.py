@@ -41,7 +41,7 @@ class RunSource(Protocol):
         """Every record queued since the last drain, in order (UI thread)."""
 
     def send(self, op: str, arg: str | int | None = None) -> int | None:
-        """Send a command (policy, pause, resume, burst, stop, record); its id, or None if
+        """Send a command (policy, pause, resume, burst, stop, record, pace); its id, or None if
         this source takes no commands or the engine is gone."""
 
     def close(self) -> None:

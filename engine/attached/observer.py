@@ -38,7 +38,8 @@ from engine.policy import parse_policy, require_engine_kind
 from engine.run_state import RunState
 from engine.spec import RunSpec
 from engine.stream.protocol import (Ack, AddBurst, Pause, RecordingStatus, Resume, SetPolicy,
-                                    StateChanged, Stop, ToggleRecording)
+                                    SetPace, StateChanged, Stop,
+                                    ToggleRecording)
 from engine.stream.records import (MEASURED_RESOLUTION_S, SCHEMA_VERSION, Arrivals,
                                    EngineAborted, Header, ObserverError, PolicyChanged,
                                    RunFinished, encode, measured)
@@ -152,7 +153,7 @@ class Observer:
             with self._lock:
                 self._boundary.append(toggle)
             return None
-        if kind in (Pause, Resume, AddBurst, Stop):
+        if kind in (Pause, Resume, AddBurst, Stop, SetPace):
             return ack(False, f"{op} does not apply to an attached engine: its own program "
                               f"adds the requests and steps it; switch the policy or the "
                               f"recording")

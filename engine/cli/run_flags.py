@@ -25,6 +25,18 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--no-record", action="store_true", help="do not record")
 
 
+def add_pace_flag(parser: argparse.ArgumentParser, default: str = "0"
+                  ) -> None:
+    """--pace: steps per second for a run a person watches (`live`, `serve`). Wall clock only
+    (engine.session's `pace`), so not a RunSpec field: recordings and `verify` never see it.
+    The value is None when the flag is not given, so a command can pick its own default."""
+    parser.add_argument("--pace", type=options.bounded(float, 0, None, "--pace"), default=None,
+                        metavar="STEPS_PER_S",
+                        help="hold the engine to this many steps per second so that a sim run "
+                             "can be followed and steered (0: as fast as it goes); decisions "
+                             f"are unchanged (default {default})")
+
+
 def default_preset() -> str:
     """seed-5578, or on vLLM's V1 engine (which has no swap space) v1-thrash."""
     from engine.adapters.versions import installed_version, release_for

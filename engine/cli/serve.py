@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.cli.base import CLISubcommand, add_verbose_flag
 from engine.cli.hosting import Progress, count_signals, exit_code
-from engine.cli.run_flags import add_run_flags, record_target, spec_from_args
+from engine.cli.run_flags import add_pace_flag, add_run_flags, record_target, spec_from_args
 from engine.errors import ConfigError, PeerError
 
 DEFAULT_LISTEN = "127.0.0.1:0"
@@ -35,6 +35,7 @@ class Serve(CLISubcommand):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_run_flags(parser)
+        add_pace_flag(parser)
         parser.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                             help="address to listen on (default 127.0.0.1 on a free port, "
                                  "printed on stderr); use ssh -L to reach it from another "
@@ -61,7 +62,7 @@ class Serve(CLISubcommand):
         if record == "-":
             raise ConfigError("serve records to a file (its stdout is free for nothing else): "
                               "give --record PATH or --no-record")
-        host = EngineHost(spec, record)
+        host = EngineHost(spec, record, pace=args.pace or None)
         host.open_recording()
 
         def log(line: str) -> None:

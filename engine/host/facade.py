@@ -21,11 +21,13 @@ from engine.stream.records import RunFinished
 class EngineHost:
     """Run `spec` and record it to `record` (a path, "-" for stdout, or None for no recording)."""
 
-    def __init__(self, spec: RunSpec, record: str | None, *, freeze_gc: bool = True) -> None:
+    def __init__(self, spec: RunSpec, record: str | None, *, freeze_gc: bool = True,
+                 pace: float | None = None) -> None:
         self.spec = spec
         self.outbox = Outbox()
         self.recording = RecordingController(record, self.outbox.publish)
-        self.loop = EngineLoop(spec, self.recording, self.outbox, freeze_gc=freeze_gc)
+        self.loop = EngineLoop(spec, self.recording, self.outbox, freeze_gc=freeze_gc,
+                               pace=pace)
         self.router = CommandRouter(self.loop, self.recording)
         # The loop's lifecycle, as the callers know it.
         self.done = self.loop.done

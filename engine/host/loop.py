@@ -35,8 +35,9 @@ class EngineLoop:
     """Run `spec` on its own thread, recording through `recording`, speaking through `outbox`."""
 
     def __init__(self, spec: RunSpec, recording: RecordingController, outbox: Outbox, *,
-                 freeze_gc: bool = True) -> None:
+                 freeze_gc: bool = True, pace: float | None = None) -> None:
         self.spec = spec
+        self.pace = pace  # steps per second (Session's `pace`): wall clock only, not the spec
         self.session = None  # engine.session.Session, once vLLM is imported
         self.finished: RunFinished | None = None
         # Why the engine could not start, as the one line a user sees: an ObservatoryError's
@@ -69,7 +70,7 @@ class EngineLoop:
         from engine.session import Session  # imports vLLM and torch: seconds
 
         session = Session(self.spec, on_progress=self._progress, on_state=self._on_state,
-                          freeze_gc=self._freeze_gc)
+                          freeze_gc=self._freeze_gc, pace=self.pace)
         session.subscribe(self._on_item)
         session.prepare()
         with self._lock:

@@ -13,6 +13,7 @@ is a bug the tests catch (test_service_commands), not a silent fall-through.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import msgspec
@@ -20,12 +21,17 @@ import msgspec
 from engine.errors import ConfigError
 from engine.policy import parse_policy
 from engine.stream.protocol import (USAGE, Ack, AddBurst, BadCommand, Command, Pause, Resume,
-                                    SetPolicy, Stop, ToggleRecording, make_command)
+                                    SetPace, SetPolicy, Stop, ToggleRecording, make_command)
 
 Reply = Callable[[Ack], None]
 Done = Callable[..., None]  # (ok, message="", step=None): an Ack without its id and op
 Apply = Callable[[object, Done], None]  # (session, done): hands the command to the session
 MAX_BURST = 100_000
+
+
+def pace_text(pace: float | None) -> str:
+    """A pace as the Ack and the live screen say it."""
+    return f"paced {pace:g} steps/s" if pace else "as fast as it goes"
 
 
 class CommandRouter:
@@ -93,6 +99,13 @@ class CommandRouter:
     def _stop(self, command: Stop, source: str, allow_path: bool) -> Apply:
         return lambda session, done: self._loop.stop_session(done)
 
+    def _pace(self, command: SetPace, source: str, allow_path: bool) -> Apply:
+        scale = command.scale
+        if (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                or not math.isfinite(scale) or scale <= 0):
+            raise ConfigError(USAGE["pace"] + f", got {scale!r}")
+        return lambda session, done: done(True, pace_text(session.scale_pace(float(scale))))
+
     def _record(self, command: ToggleRecording, source: str, allow_path: bool) -> Apply:
         target = command.target
         if target not in (None, "on", "off"):
@@ -120,5 +133,6 @@ _CHECKS: dict[type, Callable[[CommandRouter, Command, str, bool], Apply]] = {
     Resume: CommandRouter._resume,
     Stop: CommandRouter._stop,
     ToggleRecording: CommandRouter._record,
+    SetPace: CommandRouter._pace,
 }
 """The dispatch table: one entry per command type in engine.stream.protocol.COMMAND_TYPES."""

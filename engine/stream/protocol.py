@@ -27,6 +27,8 @@ Why it looks like this:
 Compatibility: add fields with defaults. Changing the meaning of a field or a message bumps
 PROTOCOL_VERSION; a server refuses a client that speaks another version. Version 2: commands
 became one Struct per command (version 1 sent {"kind": "command", "op": ..., "arg": ...}).
+A new command kind is compatible: a server that does not know it refuses it in its Ack (`pace`
+came after version 2).
 """
 
 from __future__ import annotations
@@ -97,16 +99,26 @@ class ToggleRecording(_Command, tag="record"):
     target: str | None = None
 
 
-Command = Union[SetPolicy, Pause, Resume, AddBurst, Stop, ToggleRecording]
+class SetPace(_Command, tag="pace"):
+    """Scale the engine's pace (steps per second, engine.session) by `scale`: 2 doubles it,
+    0.5 halves it. Wall clock only: no decision changes, nothing goes into the stream; the Ack's
+    message says the new pace."""
+
+    scale: float = 2.0
+
+
+Command = Union[SetPolicy, Pause, Resume, AddBurst, Stop, ToggleRecording, SetPace]
 COMMAND_TYPES: tuple[type[_Command], ...] = (SetPolicy, Pause, Resume, AddBurst, Stop,
-                                             ToggleRecording)
+                                             ToggleRecording, SetPace)
 COMMAND_OPS = tuple(t.__struct_config__.tag for t in COMMAND_TYPES)
 _BY_OP = dict(zip(COMMAND_OPS, COMMAND_TYPES))
-_ARG_FIELD = {SetPolicy: "policy", AddBurst: "size", ToggleRecording: "target"}
+_ARG_FIELD = {SetPolicy: "policy", AddBurst: "size", ToggleRecording: "target",
+              SetPace: "scale"}
 USAGE = {"policy": "policy needs a policy name: off, strict or watermark[:F]",
          "burst": "burst needs a size: an integer from 1 to 100000, or nothing for the "
                   "spec's burst size",
-         "record": "record needs on, off, nothing (to toggle) or a file path"}
+         "record": "record needs on, off, nothing (to toggle) or a file path",
+         "pace": "pace needs a scale: a positive number (2 doubles the pace, 0.5 halves it)"}
 """How to give each command's argument: the second half of a refusal's one line."""
 
 
@@ -229,7 +241,7 @@ class Disconnected(msgspec.Struct, tag="disconnected", tag_field="kind", kw_only
 
 
 ServiceMessage = Union[Welcome, Refused, Closing, Ack, Progress, RecordingStatus, StateChanged]
-ClientMessage = Union[Hello, SetPolicy, Pause, Resume, AddBurst, Stop, ToggleRecording]
+ClientMessage = Union[Hello, SetPolicy, Pause, Resume, AddBurst, Stop, ToggleRecording, SetPace]
 Incoming = Union[Header, Record, Welcome, Refused, Closing, Ack, Progress, RecordingStatus,
                  StateChanged, Engines]
 """Anything a server sends."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 
-from engine.cli.run_flags import add_run_flags, spec_from_args
+from engine.cli.run_flags import add_pace_flag, add_run_flags, spec_from_args
 from engine.errors import ConfigError
 from engine.options import bounded
 from tui.cli.base import TUISubcommand, add_reference_flags, need_terminal
 
 DEFAULT_WINDOW = 2000
 MAX_WINDOW = 1_000_000  # steps of plot history kept in memory per series
+V1_SIM_PACE = 300  # steps/s: v1-thrash's 9,486 steps run in 1.5 s unpaced, in 33 s at this pace
 
 
 class Live(TUISubcommand):
@@ -21,6 +22,8 @@ class Live(TUISubcommand):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_run_flags(parser)
+        add_pace_flag(parser, f"{V1_SIM_PACE} on the V1 engine's sim, whose runs are over "
+                              "in a second or two; else 0: as fast as it goes")
         parser.add_argument("--window", type=bounded(int, 10, MAX_WINDOW, "--window"),
                             default=DEFAULT_WINDOW,
                             help=f"steps shown in the live plots (default {DEFAULT_WINDOW})")
@@ -43,11 +46,26 @@ class Live(TUISubcommand):
         overlay = {"reference": args.reference, "reference_offset": args.reference_offset,
                    "reference_engine": args.reference_engine}
         if args.connect:
+            if args.pace:
+                raise ConfigError("--pace sets the engine's speed, which runs in the server: "
+                                  "give it to `observatory serve`, not to live --connect")
             target = (args.connect, read_token(args)) + ((args.engine,) if args.engine else ())
             return live(None, window=args.window, connect=target, **overlay)
         spec = spec_from_args(args)
         record = None if args.no_record else (args.record or "auto")
-        return live(spec, record, window=args.window, **overlay)  # refuses --record - itself
+        pace = default_pace(spec) if args.pace is None else args.pace
+        return live(spec, record, window=args.window, pace=pace or None, **overlay)
+
+
+def default_pace(spec) -> float:
+    """The pace when --pace is not given: V1_SIM_PACE for the V1 engine on the sim (so that
+    there is time to watch the thrash and switch the fix), else as fast as it goes (a V0 sim run
+    lasts long enough to follow, and a GPU runs at its own speed)."""
+    from engine.adapters.versions import installed_version, release_for
+
+    release = release_for(installed_version())
+    on_v1 = release is not None and release.engine == "v1"
+    return float(V1_SIM_PACE) if on_v1 and spec.backend == "sim" else 0.0  # refuses --record - itself
 
 
 def read_token(args: argparse.Namespace) -> str:

@@ -55,6 +55,10 @@ class LiveScreen(RunScreen):
         Binding("e", "pick_engine", "engines behind an exec hub", show=False),
         Binding("plus,equals_sign", "window(2)", "window ×2", key_display="+"),
         Binding("minus", "window(0.5)", "window ÷2", key_display="-"),
+        Binding("greater_than_sign", "pace(2)", "engine pace ×2 (steps/s)", show=False,
+                key_display=">"),
+        Binding("less_than_sign", "pace(0.5)", "engine pace ÷2 (from its speed so far)",
+                show=False, key_display="<"),
         *NAVIGATION,
     ]
     HELP_TITLE = "live monitor keys"
@@ -66,6 +70,7 @@ class LiveScreen(RunScreen):
                  *, restartable: bool = True, title: str = "",
                  reference: "Reference | None" = None, hub=None) -> None:
         super().__init__(RunView(), source=None, following=True, title=title)
+        self._launch_title = title
         self.reference = reference  # a real log drawn over every run of this screen
         self.view.reference = reference
         self.spec = spec
@@ -130,6 +135,11 @@ class LiveScreen(RunScreen):
         self.draw()
 
     def on_command_acked(self, message: CommandAcked) -> None:
+        if message.ok and message.op == "pace":
+            if self.restartable:  # a local engine: the bottom bar says its pace
+                self.title_text = message.message if message.message.startswith("paced") else ""
+            self.notify(f"engine {message.message}", timeout=2)
+            self.draw()
         if not message.ok:
             if message.op == "policy":
                 self.pending_policy = None
@@ -219,7 +229,7 @@ class LiveScreen(RunScreen):
 
     OVER_ONLY = frozenset({"restart"})
     """Keys that act only once the run is over: shown then, not while it runs."""
-    RUNNING_ONLY = frozenset({"pause", "toggle_record", "burst"})
+    RUNNING_ONLY = frozenset({"pause", "toggle_record", "burst", "pace"})
     """Keys that act only on a running engine: after the abort or finish they did nothing but
     still filled the footer, where `R`, the key the banner asks for, did not fit."""
 
@@ -288,6 +298,7 @@ class LiveScreen(RunScreen):
             return
         policy = self.pending_policy or self.view.policy
         self.spec = msgspec.structs.replace(self.spec, policy=policy, toggles=[])
+        self.title_text = self._launch_title  # a new engine starts at the launch pace
         if self.source is not None:
             self.source.close()
         self._start_fresh()
@@ -339,6 +350,9 @@ class LiveScreen(RunScreen):
         self._start_fresh()
         self.notify(f"watching {name}", timeout=3)
         self.draw(plots=True)
+
+    def action_pace(self, scale: float) -> None:
+        self._send("pace", scale)
 
     def action_window(self, factor: float) -> None:
         self.window = int(max(MIN_WINDOW, min(MAX_WINDOW, self.window * factor)))
