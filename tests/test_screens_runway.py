@@ -21,8 +21,10 @@ from tui.widgets.run_plot import Line, Marker, legend_text, nice_ticks, tick_lab
 
 def steps_filling(cpu_used: list[int], total: int = 1000, policy: str = "off",
                   swapped_out_at: dict[int, int] | None = None) -> list[StepRecord]:
-    """Synthetic steps with the given CPU-block usage (everything else from a real step)."""
-    base = load(OFF).steps[0]
+    """Synthetic steps with the given CPU-block usage (everything else from a real step, less
+    its committed demand: these steps are as old recordings have them, the rate counts)."""
+    base = msgspec.structs.replace(load(OFF).steps[0], committed_blocks=None,
+                                   committed_slack=None)
     out = swapped_out_at or {}
     return [msgspec.structs.replace(base, step=i, cpu_used=used, cpu_total=total, policy=policy,
                                     swapped_out=[f"r{i}-{k}" for k in range(out.get(i, 0))],

@@ -188,7 +188,8 @@ async def test_recording_switched_on_mid_run_starts_at_the_next_step(tmp_path, m
         await wait_for(pilot, lambda: len(screen.view.steps) > 20, "some steps")
         await pilot.press("r")
         await wait_for(pilot, lambda: screen.recording is not None, "the recording to start")
-        assert "REC" in status_text(app)
+        # the status shows it at the next frame (at most 1/MAX_FPS later): wait for that frame
+        await wait_for(pilot, lambda: "REC" in status_text(app), "the status to say REC")
         path = screen.recording
         await wait_for(pilot, lambda: screen.recording_bytes > 2000, "records")
         await pilot.press("r")

@@ -1,4 +1,4 @@
-"""The plots put their points on plotext's canvas with numpy (tui.widgets.run_plot.paint_points)
+"""The plots put their points on plotext's canvas with numpy (tui.widgets.plot_points.paint_points)
 instead of plotext's per-point Python: every cell must be what plotext's own `scatter` draws,
 for braille lines (2 x 4 dots a cell) and one-character markers (a real log's dots), on both
 y axes, with points off the canvas and lines drawn over each other."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from plotext._figure import _figure_class
 
-from tui.widgets.run_plot import joined, paint_points
+from tui.widgets.plot_points import joined, paint_points
 
 GREEN, RED, BLUE = (0, 200, 0), (220, 0, 0), (0, 0, 255)
 
