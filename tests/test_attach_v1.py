@@ -17,12 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.adapters.versions import installed_version, release_for
+from v1_required import needs_v1
 
-_release = release_for(installed_version())
-pytestmark = pytest.mark.skipif(
-    _release is None or _release.engine != "v1",
-    reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
+pytestmark = needs_v1
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = str(ROOT / "engine" / "adapters" / "models" / "llama-16k")

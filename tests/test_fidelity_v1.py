@@ -10,12 +10,9 @@ import re
 
 import pytest
 
-from engine.adapters.versions import installed_version, release_for
+from v1_required import needs_v1
 
-_release = release_for(installed_version())
-pytestmark = pytest.mark.skipif(
-    _release is None or _release.engine != "v1",
-    reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
+pytestmark = needs_v1
 
 
 def test_vllms_scheduler_tests_keep_their_outcomes_with_the_observatory_attached():

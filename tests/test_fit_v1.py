@@ -21,14 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.adapters.versions import installed_version, release_for
+from v1_required import needs_v1, require_hash_seed
 
-_release = release_for(installed_version())
-pytestmark = pytest.mark.skipif(
-    _release is None or _release.engine != "v1",
-    reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
-if _release is not None and _release.engine == "v1" and sys.flags.hash_randomization:
-    raise RuntimeError("run the V1 tests with PYTHONHASHSEED=0 set before Python starts")
+pytestmark = needs_v1
+require_hash_seed()
 
 from engine.analysis.logs.v1windows import stats_log, v1_sim_windows  # noqa: E402
 from engine.cli import main  # noqa: E402

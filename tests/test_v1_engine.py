@@ -11,20 +11,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import msgspec
 import pytest
 
-from engine.adapters.versions import installed_version, release_for
+from engine.adapters.versions import installed_version
 
-_release = release_for(installed_version())
-pytestmark = pytest.mark.skipif(
-    _release is None or _release.engine != "v1",
-    reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
-if _release is not None and _release.engine == "v1" and sys.flags.hash_randomization:
-    raise RuntimeError("run the V1 tests with PYTHONHASHSEED=0 set before Python starts: "
-                       "PYTHONHASHSEED=0 pytest tests/test_v1_*.py")
+from v1_required import RELEASE, needs_v1, require_hash_seed
+
+pytestmark = needs_v1
+require_hash_seed()
 
 from engine.analysis.summary import summarize  # noqa: E402
 from engine.errors import ConfigError  # noqa: E402
@@ -53,7 +49,7 @@ def steps_of(items: list) -> list[V1StepRecord]:
 
 
 def test_the_installed_release_is_the_v1_line():
-    assert _release.version == installed_version().split("+")[0] == "0.33.0"
+    assert RELEASE.version == installed_version().split("+")[0] == "0.33.0"
     header = next(i for i in run("v1-thrash", max_steps=3) if isinstance(i, Header))
     assert (header.engine, header.vllm_version) == ("v1", installed_version())
     assert header.engine_config["scheduler"]["scheduler_reserve_full_isl"] is False

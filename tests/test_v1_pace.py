@@ -3,20 +3,12 @@
 
 from __future__ import annotations
 
-import sys
-
 import msgspec
-import pytest
 
-from engine.adapters.versions import installed_version, release_for
+from v1_required import needs_v1, require_hash_seed
 
-_release = release_for(installed_version())
-pytestmark = pytest.mark.skipif(
-    _release is None or _release.engine != "v1",
-    reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
-if _release is not None and _release.engine == "v1" and sys.flags.hash_randomization:
-    raise RuntimeError("run the V1 tests with PYTHONHASHSEED=0 set before Python starts: "
-                       "PYTHONHASHSEED=0 pytest tests/test_v1_*.py")
+pytestmark = needs_v1
+require_hash_seed()
 
 from engine.session import Session  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402

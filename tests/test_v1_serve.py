@@ -28,12 +28,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.adapters.versions import installed_version, release_for
 from server_harness import Server, free_port, server_env, venv_bin
+from v1_required import needs_v1
 
-_release = release_for(installed_version())
-pytestmark = pytest.mark.skipif(_release is None or _release.engine != "v1",
-                                reason="needs vLLM's V1 engine (the vllm033 venv)")
+pytestmark = needs_v1
 
 V1_SIM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "PYTHONHASHSEED": "0"}
 """What `observatory exec --sim` sets, given by hand for the explicit forms: the CUDA wheel

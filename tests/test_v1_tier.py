@@ -15,17 +15,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from engine.adapters.versions import installed_version, release_for
 from engine.stream.records import (SCHEMA_VERSION, Header, RunFinished, V1StepRecord,
                                    decode_record, encode)
 
-_release = release_for(installed_version())
-_V1 = _release is not None and _release.engine == "v1"
-needs_v1 = pytest.mark.skipif(
-    not _V1, reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
-if _V1 and sys.flags.hash_randomization:
-    raise RuntimeError("run the V1 tests with PYTHONHASHSEED=0 set before Python starts: "
-                       "PYTHONHASHSEED=0 pytest tests/test_v1_tier.py")
+from v1_required import needs_v1, require_hash_seed
+
+require_hash_seed()
 
 PRESET = "v1-prefix-offload"
 _runs: dict[str, list] = {}
