@@ -27,6 +27,7 @@ from textual.widgets._footer import FooterKey
 
 PINNED_ACTIONS = ("help", "quit")  # docked right together, in this order
 COMPACT_WIDTH = 140
+FIRST_BUILD_S = 0.05  # after the bindings are ready: the first paint goes first
 
 
 def key_width(key: FooterKey, compact: bool) -> int:
@@ -80,7 +81,12 @@ class KeyFooter(Footer):
     def _rebuild_soon(self) -> None:
         if not self._rebuild_pending:
             self._rebuild_pending = True
-            self.call_after_refresh(self._rebuild)  # the first paint does not wait for it
+            if self._composed is None:  # the first keys: just after the first paint, and
+                # not on the next refresh (an idle screen, or one under the `g` prompt, has
+                # none before the user's first key, which would pay for the build)
+                self.set_timer(FIRST_BUILD_S, self._rebuild)
+            else:
+                self.call_after_refresh(self._rebuild)
 
     async def _rebuild(self) -> None:
         self._rebuild_pending = False
