@@ -54,6 +54,7 @@ class Live(TUISubcommand):
         spec = spec_from_args(args)
         record = None if args.no_record else (args.record or "auto")
         pace = default_pace(spec) if args.pace is None else args.pace
+        # live() refuses --record - itself
         return live(spec, record, window=args.window, pace=pace or None, **overlay)
 
 
@@ -65,7 +66,7 @@ def default_pace(spec) -> float:
 
     release = release_for(installed_version())
     on_v1 = release is not None and release.engine == "v1"
-    return float(V1_SIM_PACE) if on_v1 and spec.backend == "sim" else 0.0  # refuses --record - itself
+    return float(V1_SIM_PACE) if on_v1 and spec.backend == "sim" else 0.0
 
 
 def read_token(args: argparse.Namespace) -> str:
