@@ -369,7 +369,7 @@ async def test_ab_stepping_moves_both_runs():
         assert (table_top(screen, 0), table_top(screen, 1)) == (500, 500)
         assert all(screen.query_one(f"#decisions-{i}", DecisionsTable).marked == 500
                    for i in (0, 1))
-        assert "first difference at step 500: withheld" in \
+        assert "first difference at step 500 (d jumps there): withheld" in \
             screen.query_one("#ab-diff").render().plain
         await pilot.press("right", "right")
         assert (table_top(screen, 0), table_top(screen, 1)) == (502, 502)

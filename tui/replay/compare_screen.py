@@ -109,6 +109,8 @@ class CompareScreen(Screen):
         height: 2;
         padding: 0 1;
         background: $boost;
+        text-wrap: nowrap;  /* two lines, each cut at the edge: a wrap pushed line 2 out */
+        text-overflow: ellipsis;
     }
     CompareScreen > .compare--difference { color: $accent; text-style: bold; }
     CompareScreen > .compare--differ { color: $accent; }
@@ -284,13 +286,13 @@ class CompareScreen(Screen):
             text.append("the runs make the same decisions at every step", "bold")
         else:
             text.append(f"◆ first difference at step {d:,}", role("difference"))
+            text.append(" (d jumps there)", "dim")  # before the fields, which may be cut
             ra, rb = a.step(d), b.step(d)
             if ra is not None and rb is not None:
                 text.append(f": {', '.join(decision_diff(ra, rb))}")
             else:
                 ended = "A" if ra is None else "B"
                 text.append(f": run {ended} had ended")
-            text.append("  (d jumps there)", "dim")
         text.append("\n")
         sa, sb = a.step(steps[0]), b.step(steps[1])
         if self.timeline.align == "time" and sa is not None and sb is not None:
