@@ -572,9 +572,9 @@ def test_a_restart_starts_the_new_engine_only_after_the_old_one_is_gone(tmp_path
     real_spawn = engine.child.spawn_local
     sources = []
 
-    def spawn(spec, path):
+    def spawn(spec, path, pace=None):
         old = sources[0]._link._process.poll() if len(sources) > 1 else None
-        link = real_spawn(spec, path)
+        link = real_spawn(spec, path, pace=pace)
         spawned.append((link.pid, old))
         first_up.set()
         return link
