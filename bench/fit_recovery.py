@@ -59,10 +59,14 @@ def main() -> None:
         runner.close()
     print(f"truth: {len(target.windows)} windows, abort at {truth_run.abort_s:.1f} s; {sims} sims "
           f"in {time.monotonic() - started:.0f} s; score {before.score:.3f} -> {best.score:.3f}")
-    for param in PARAMS:
-        if free is not None and param.name not in free:
-            continue
-        t, s, f = truth[param.name], start[param.name], best.values[param.name]
+    print_recovery([p for p in PARAMS if free is None or p.name in free], truth, start,
+                   best.values)
+
+
+def print_recovery(params, truth: dict, start: dict, fitted: dict) -> None:
+    """One line per parameter: the truth, where the fit started, what it found, the error."""
+    for param in params:
+        t, s, f = truth[param.name], start[param.name], fitted[param.name]
         err = f"{abs(f - t) / t * 100:.1f} %" if t else f"{abs(f - t):.3g} (absolute)"
         print(f"{param.name:28s} truth {t:<10.4g} start {s:<10.4g} fitted {f:<10.4g} "
               f"error {err}")

@@ -27,6 +27,7 @@ from engine.analysis.logs.simrun import Runner, SimResult, run_one
 from engine.analysis.logs.v1windows import stats_log, v1_point_windows
 from engine.costmodel import CostModel
 from engine.spec import preset_spec
+from fit_recovery import print_recovery  # bench/, the script's own directory
 
 COST = CostModel(base_s=0.003, per_prefill_token_s=4e-6, per_decode_seq_s=8e-5,
                  per_context_token_s=1e-7)
@@ -63,11 +64,7 @@ def main() -> None:
           f"{truth_run.sim_s:.1f} sim s; {sims} sims in {time.monotonic() - started:.0f} s; "
           f"score {before.score:.3f} -> {best.score:.3f}; fitted run {best.result.sim_s:.1f} "
           f"sim s")
-    for param in V1.params:
-        t, s, f = truth[param.name], start[param.name], best.values[param.name]
-        err = f"{abs(f - t) / t * 100:.1f} %" if t else f"{abs(f - t):.3g} (absolute)"
-        print(f"{param.name:28s} truth {t:<10.4g} start {s:<10.4g} fitted {f:<10.4g} "
-              f"error {err}")
+    print_recovery(V1.params, truth, start, best.values)
 
 
 if __name__ == "__main__":
