@@ -44,6 +44,8 @@ class StepDetail(Static):
     COMPONENT_CLASSES = {"step-detail--out", "step-detail--ignored", "step-detail--held",
                          "step-detail--repeat"}
 
+    _args: tuple | None = None  # the last show()'s arguments: a resize or a theme redraws them
+
     def on_mount(self) -> None:
         self.border_title = "step detail"
         self._shown: tuple[int, bool] | None = None
@@ -71,21 +73,19 @@ class StepDetail(Static):
 
     def on_resize(self) -> None:
         """Another width may need (or no longer need) the hanging values."""
-        args = getattr(self, "_args", None)
-        if args is not None and self.is_mounted:
-            self._shown = None
-            step, pinned, show_wall, axis = args
-            self.show(step, pinned=pinned, show_wall=show_wall, axis=axis)
+        if self._args is not None and self.is_mounted:
+            self._redraw()
 
     def notify_style_update(self) -> None:
         """A new theme: describe the step again in its colours."""
         super().notify_style_update()
-        args = getattr(self, "_args", None)
-        if args is not None and self.is_mounted:
-            self._shown = None
-            step, pinned, show_wall, axis = args
-            self.call_later(lambda: self.show(step, pinned=pinned, show_wall=show_wall,
-                                              axis=axis))
+        if self._args is not None and self.is_mounted:
+            self.call_later(self._redraw)
+
+    def _redraw(self) -> None:
+        step, pinned, show_wall, axis = self._args
+        self._shown = None
+        self.show(step, pinned=pinned, show_wall=show_wall, axis=axis)
 
     @staticmethod
     def describe(s: StepRecord, show_wall: bool = True, axis: TimeAxis = SIM,
