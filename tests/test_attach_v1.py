@@ -90,7 +90,7 @@ def test_observed_scheduler_records_from_the_environment(llm_factory, tmp_path, 
 
 def test_attach_to_a_v1_scheduler(llm_factory, tmp_path):
     import engine
-    from engine.adapters.v1 import family_v033 as fam
+    from engine.adapters.v1.current import fam
     from engine.errors import ConfigError
 
     llm = llm_factory()

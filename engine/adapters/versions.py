@@ -83,13 +83,46 @@ def supported_line() -> str:
     return "; ".join(f"{r.version}: {r.install}" for r in SUPPORTED)
 
 
+def _numbers(version: str) -> tuple[int, ...]:
+    """`0.6.3.post1` -> (0, 6, 3, 1): enough order to find the nearest release."""
+    parts = []
+    for piece in version.split("+", 1)[0].replace("post", "").replace("rc", ".").split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def nearest(version: str) -> Release:
+    """The supported release closest to `version` (ties: the newer one), for the one line that
+    refuses an unsupported vLLM: a user on 0.17.1 is told 0.18.0, one on 0.30.1 0.29.0."""
+    width = 4
+    target = (_numbers(version) + (0,) * width)[:width]
+
+    def distance(release: Release) -> tuple[int, ...]:
+        mine = (_numbers(release.version) + (0,) * width)[:width]
+        first = next((i for i in range(width) if mine[i] != target[i]), width)
+        if first == width:
+            return (0,)
+        return (width - first, abs(mine[first] - target[first]), -mine[first])
+
+    return min(SUPPORTED, key=distance)
+
+
+def unsupported_line(version: str | None) -> str:
+    """Why the installed vLLM cannot be used, in one line that names what to install."""
+    if version is None:
+        return f"no vLLM is installed; supported: {supported_line()}"
+    near = nearest(version)
+    return (f"vLLM {version} is not supported; the nearest supported release is "
+            f"{near.version} ({near.install}); all: {', '.join(r.version for r in SUPPORTED)}")
+
+
 def require_supported() -> Release:
-    """The installed release, or EngineError naming the supported ones and their commands."""
+    """The installed release, or EngineError naming the nearest supported one and its command."""
     version = installed_version()
     release = release_for(version)
     if release is None:
-        found = "no vLLM is installed" if version is None else f"vLLM {version} is not supported"
-        raise EngineError(f"{found}; supported: {supported_line()}")
+        raise EngineError(unsupported_line(version))
     return release
 
 

@@ -22,7 +22,7 @@ import functools
 from typing import Any, Callable
 
 from engine.adapters.guard import Guard
-from engine.adapters.v1 import family_v033 as fam
+from engine.adapters.v1.current import fam
 from engine.adapters.v1 import hooks as v1_hooks
 from engine.adapters.v1.step_record import StepReader
 from engine.costmodel import CostModel

@@ -20,8 +20,7 @@ from typing import Any
 
 from engine import logs
 from engine.adapters.v0.build import _summarize_config, cuda_available, sim_model_dir
-from engine.adapters.v1 import family_v033 as fam
-from engine.adapters.v1 import tier_v033 as tier
+from engine.adapters.v1.current import fam, tier
 from engine.errors import ConfigError
 from engine.spec import RunSpec
 

@@ -10,7 +10,7 @@ from operator import attrgetter
 from typing import Any
 
 from engine.adapters import exec_timing
-from engine.adapters.v1 import family_v033 as fam
+from engine.adapters.v1.current import fam
 from engine.adapters.v1 import hooks as v1_hooks
 from engine.adapters.v1 import tier as v1_tier
 from engine.adapters.v1.build import build_engine

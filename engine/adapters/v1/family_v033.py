@@ -25,6 +25,8 @@ from engine.spec import RunSpec
 
 _ADMITTING = (RequestStatus.WAITING, RequestStatus.PREEMPTED)
 
+TIER = "tier_v033"  # the offloading connector's names (engine.adapters.v1.current.tier)
+
 
 # ---- building ---------------------------------------------------------------------------------
 def engine_kwargs(spec: RunSpec) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from engine.adapters.driver import HookError  # the Session catches it: our bug, not vLLM's
 from engine.adapters.hook_base import OwnCode, PolicySwitch
-from engine.adapters.v1 import family_v033 as fam
+from engine.adapters.v1.current import fam
 from engine.policy import Policy, parse_policy
 
 

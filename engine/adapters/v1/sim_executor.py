@@ -30,7 +30,7 @@ from typing import Any
 from vllm.v1.executor.abstract import Executor
 from vllm.v1.outputs import ModelRunnerOutput
 
-from engine.adapters.v1 import tier_v033 as tier
+from engine.adapters.v1.current import tier
 
 SAMPLED_TOKEN_ID = 7  # any id the vocabulary has; nothing reads it back
 DOTTED_PATH = f"{__name__}.SimExecutor"

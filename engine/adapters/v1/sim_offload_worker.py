@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.adapters.v1 import tier_v033 as tier
+from engine.adapters.v1.current import tier
 from engine.adapters.v1.tier_clock import LOAD, STORE, Transfer, TransferClock
 from engine.costmodel import CostModel
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.adapters.v1 import family_v033 as fam
+from engine.adapters.v1.current import fam
 from engine.adapters.v1.hooks import V1Capture
 from engine.adapters.v1.tier import TierStep
 from engine.costmodel import CostModel

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from engine.adapters.hook_base import OwnCode
-from engine.adapters.v1 import tier_v033 as tier
+from engine.adapters.v1.current import tier
 
 _OWN_STORE = OwnCode("hook prepare_store")
 _OWN_ALLOC = OwnCode("hook update_state_after_alloc")
