@@ -20,6 +20,9 @@ def venv_key(extra: str, pyproject: Path = Path(__file__).parent.parent / "pypro
     if extra not in extras:
         raise SystemExit(f"venv_key: no extra {extra!r} in {pyproject}")
     content = [project["requires-python"], project["dependencies"], extras["test"], extras[extra]]
+    override = pyproject.parent / "overrides" / f"{extra}.txt"
+    if override.exists():  # .ci/venv passes it to uv as --override
+        content.append(override.read_text())
     digest = hashlib.sha256(json.dumps(content).encode()).hexdigest()[:16]
     return f"{extra}-{digest}"
 
