@@ -38,18 +38,38 @@ def test_the_installed_vllm_is_supported_and_recorded():
     assert header.engine_config["scheduler"]["preemption_mode"] == "swap"
 
 
-def test_an_unsupported_version_names_every_release_and_its_command(monkeypatch):
+def test_an_unsupported_version_names_the_nearest_release_and_its_command(monkeypatch):
     from engine.adapters import versions
 
-    for found in ("0.4.3", None):
+    monkeypatch.setattr(versions, "installed_version", lambda: None)
+    with pytest.raises(EngineError) as error:
+        versions.require_supported()
+    message = str(error.value)
+    assert "\n" not in message and "no vLLM is installed" in message
+    for release in SUPPORTED:
+        assert release.version in message and release.install in message
+    for found in ("0.4.3", "0.6.4", "0.17.1", "0.33.1", "0.99.0"):
         monkeypatch.setattr(versions, "installed_version", lambda: found)
         with pytest.raises(EngineError) as error:
             versions.require_supported()
         message = str(error.value)
-        assert "\n" not in message
+        near = versions.nearest(found)
+        assert "\n" not in message and f"vLLM {found} is not supported" in message
+        assert f"nearest supported release is {near.version} ({near.install})" in message
         for release in SUPPORTED:
-            assert release.version in message and release.install in message
+            assert release.version in message
     assert release_for("0.6.3.post1+cu121").extra == "vllm063"
+
+
+def test_the_nearest_release_is_the_closest_by_version_number():
+    from engine.adapters.versions import nearest
+
+    assert nearest("0.4.3").version == "0.5.0.post1"
+    assert nearest("0.5.4").version == "0.5.0.post1"  # the same minor line before the next
+    assert nearest("0.6.4").version == "0.6.3.post1"
+    assert nearest("0.33.1").version == "0.33.0"
+    newest = max(SUPPORTED, key=lambda r: tuple(int(x) for x in r.version.split(".")[:3]))
+    assert nearest("0.99.0") == newest
 
 
 def test_versions_command_lists_the_releases():
@@ -57,8 +77,13 @@ def test_versions_command_lists_the_releases():
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert f"installed: vLLM {installed_version()}" in out.stdout
+    mine = release_for(installed_version())
+    assert f"adapter family {mine.family}" in out.stdout
+    rows = {line.split()[1]: line.split()[2:4] for line in out.stdout.splitlines()
+            if line.startswith((" *", "  ")) and "install" not in line.split()[1:2]}
     for release in SUPPORTED:
         assert release.install in out.stdout
+        assert rows[release.version] == [release.engine.upper(), release.family]
 
 
 _seed_off: list = []

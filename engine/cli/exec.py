@@ -67,11 +67,14 @@ class Exec(CLISubcommand):
         policy = parse_policy(args.policy)
         from engine.adapters.versions import installed_version, release_for
 
-        release = release_for(installed_version())
-        if release is not None:  # a V0 policy on V1 (or back) would fail in every engine
-            from engine.policy import require_engine_kind
+        version = installed_version()
+        release = release_for(version)
+        if release is None:
+            return _run_unwatched(command, version, args)
+        # a V0 policy on V1 (or back) would fail in every engine
+        from engine.policy import require_engine_kind
 
-            require_engine_kind(policy, release.engine)
+        require_engine_kind(policy, release.engine)
         import engine
 
         env = {k: v for k, v in os.environ.items() if k not in engine.SET_HERE}  # the user's
@@ -97,16 +100,43 @@ class Exec(CLISubcommand):
             if hub is not None:
                 hub.close()
             raise ConfigError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
-        forward = {sig: signal.signal(sig, lambda signum, frame: _forward(child, signum))
-                   for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-        try:
-            code = child.wait()
-        finally:
-            for sig, handler in forward.items():
-                signal.signal(sig, handler)
-            if hub is not None:
-                hub.close()
-        return code if code >= 0 else 128 - code
+        return _wait_forwarding(child, hub)
+
+
+def _run_unwatched(command: list[str], version: str | None,
+                   args: argparse.Namespace) -> int:
+    """The installed vLLM is one the observatory cannot attach to: run the user's command
+    exactly as they would without exec (nothing on PYTHONPATH, no OBSERVATORY_* or vLLM
+    settings of ours), after one warning line, so that a vLLM the hooks do not know never
+    meets them and the user's program never dies of what exec set. `--sim` replaces the
+    program's executor, which only an attached engine can do: that is refused instead."""
+    from engine.adapters.versions import unsupported_line
+
+    why = unsupported_line(version)
+    if args.sim:
+        raise ConfigError(f"exec --sim needs a vLLM the observatory can attach to: {why}")
+    sys.stderr.write(f"observatory exec: {why}; running the command unwatched (nothing "
+                     f"recorded or served)\n")
+    sys.stderr.flush()
+    try:
+        child = subprocess.Popen(command)
+    except OSError as exc:
+        raise ConfigError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+    return _wait_forwarding(child)
+
+
+def _wait_forwarding(child: subprocess.Popen, hub=None) -> int:  # noqa: ANN001
+    """Wait for `child`, passing on Ctrl-C, TERM and HUP; its exit status, as a shell's."""
+    forward = {sig: signal.signal(sig, lambda signum, frame: _forward(child, signum))
+               for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in forward.items():
+            signal.signal(sig, handler)
+        if hub is not None:
+            hub.close()
+    return code if code >= 0 else 128 - code
 
 
 def _record_target(text: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.adapters.versions import SUPPORTED, installed_version, release_for
+from engine.adapters.versions import SUPPORTED, installed_version, nearest, release_for
 from engine.cli.base import CLISubcommand
 from engine.exit_status import ExitStatus
 
@@ -23,11 +23,16 @@ class Versions(CLISubcommand):
         if version is None:
             out.write("installed: no vLLM\n")
         elif installed is None:
-            out.write(f"installed: vLLM {version} (not supported)\n")
+            near = nearest(version)
+            out.write(f"installed: vLLM {version} (not supported; nearest supported: "
+                      f"{near.version})\n")
         else:
-            out.write(f"installed: vLLM {version} (adapter family {installed.family})\n")
+            out.write(f"installed: vLLM {version} ({installed.engine.upper()} engine, adapter "
+                      f"family {installed.family})\n")
         out.write("supported:\n")
+        out.write(f"   {'release':<12} {'engine':<6} {'family':<10} install\n")
         for release in SUPPORTED:
             mark = "*" if release is installed else " "
-            out.write(f" {mark} {release.version:<12} {release.install}\n")
+            out.write(f" {mark} {release.version:<12} {release.engine.upper():<6} "
+                      f"{release.family:<10} {release.install}\n")
         return ExitStatus.OK
