@@ -79,8 +79,9 @@ def test_versions_command_lists_the_releases():
     assert f"installed: vLLM {installed_version()}" in out.stdout
     mine = release_for(installed_version())
     assert f"adapter family {mine.family}" in out.stdout
-    rows = {line.split()[1]: line.split()[2:4] for line in out.stdout.splitlines()
-            if line.startswith((" *", "  ")) and "install" not in line.split()[1:2]}
+    table = [line.replace("*", " ").split() for line in out.stdout.splitlines()
+             if line.startswith(" ")]
+    rows = {cells[0]: cells[1:3] for cells in table}
     for release in SUPPORTED:
         assert release.install in out.stdout
         assert rows[release.version] == [release.engine.upper(), release.family]
