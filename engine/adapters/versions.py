@@ -25,6 +25,10 @@ class Release:
     extra: str  # this package's extra that pins it and its companions
     family: str  # engine.adapters.<engine>.family_<family>
     engine: str = "v0"  # the engine kind this release runs: "v0" (LLMEngine) or "v1" (EngineCore)
+    covers: tuple[str, ...] = ()
+    """Other releases that resolve to this row's family: each was installed and run through
+    bench/v1_releases.py (v1-thrash under off and whole-context, verified), not only read.
+    CI runs the row's own release."""
 
     @property
     def install(self) -> str:
@@ -65,11 +69,22 @@ def installed_version() -> str | None:
         return None
 
 
+TRY_RELEASE = "OBSERVATORY_TRY_RELEASE"
+"""bench/v1_releases.py sets it to a supported release's version to try an installed vLLM
+that no row covers yet with that row's family (how a release earns its place in `covers`)."""
+
+
 def release_for(version: str | None) -> Release | None:
     if version is None:
         return None
     base = version.split("+", 1)[0]
-    return next((r for r in SUPPORTED if r.version == base), None)
+    found = next((r for r in SUPPORTED if r.version == base or base in r.covers), None)
+    if found is None:
+        import os
+
+        trial = os.environ.get(TRY_RELEASE)
+        found = next((r for r in SUPPORTED if r.version == trial), None) if trial else None
+    return found
 
 
 def installed_engine() -> str:
