@@ -218,3 +218,19 @@ def test_the_shipped_recording_of_the_installed_release_verifies():
     result = verify_file(str(path))
     assert result.ok, result.message
     assert "abort at step" in result.message
+
+
+def test_a_covered_release_resolves_to_its_rows_family_and_a_trial_to_the_named_row(monkeypatch):
+    from engine.adapters.versions import TRY_RELEASE
+
+    monkeypatch.delenv(TRY_RELEASE, raising=False)
+    for row in SUPPORTED:
+        for version in row.covers:
+            assert release_for(version) is row
+            assert release_for(f"{version}+cu129") is row
+    assert release_for("0.17.1") is None
+    monkeypatch.setenv(TRY_RELEASE, SUPPORTED[-1].version)
+    assert release_for("0.17.1") is SUPPORTED[-1]  # bench/v1_releases.py trying a family
+    assert release_for(SUPPORTED[0].version) is SUPPORTED[0]  # a listed release stays its own
+    monkeypatch.setenv(TRY_RELEASE, "9.9.9")
+    assert release_for("0.17.1") is None

@@ -35,4 +35,11 @@ class Versions(CLISubcommand):
             mark = "*" if release is installed else " "
             out.write(f" {mark} {release.version:<12} {release.engine.upper():<6} "
                       f"{release.family:<10} {release.install}\n")
+        covered = [r for r in SUPPORTED if r.covers]
+        if covered:
+            out.write("also resolving to a family (run by bench/v1_releases.py; CI runs the "
+                      "rows above):\n")
+            for release in covered:
+                out.write(f"   {', '.join(release.covers)} -> {release.family} "
+                          f"(as {release.version})\n")
         return ExitStatus.OK
