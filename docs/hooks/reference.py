@@ -80,6 +80,7 @@ def _action_name(action: argparse.Action) -> str:
 
 
 def gen_cli() -> str:
+    """Every subcommand: its help, usage and each argument group's flags, as --help says them."""
     parser, subs = cli_parser()
     out = ["| command | what it does |", "| --- | --- |"]
     helps = {a.dest: a.help for a in parser._subparsers._group_actions[0]._choices_actions}
@@ -109,6 +110,7 @@ def gen_cli() -> str:
 
 # ------------------------------------------------------------------- presets, policies, settings
 def gen_presets() -> str:
+    """Each preset as the flags it changes from RunSpec's defaults (resolved, not copied)."""
     from engine.options import options
     from engine.spec import PRESETS, RunSpec, preset_spec
 
@@ -134,6 +136,7 @@ def _show(value: Any) -> str:
 
 
 def gen_settings() -> str:
+    """Every RunSpec field: its --config/--grid key, flag, bounds, default and help."""
     from engine.options import options
     from engine.spec import RunSpec
 
@@ -146,6 +149,8 @@ def gen_settings() -> str:
 
 
 def gen_policies() -> str:
+    """Every policy name per engine kind, in the words the `?` screen shows; a policy without
+    words fails the build."""
     from engine.policy import ENGINE_KINDS, POLICY_NAMES, V1_CYCLE
     from tui.widgets.help_screen import POLICIES, V1_POLICIES
 
@@ -164,6 +169,7 @@ def gen_policies() -> str:
 
 
 def gen_releases() -> str:
+    """SUPPORTED as a table: a release added there appears on every page that shows it."""
     from engine.adapters.versions import DEFAULT, SUPPORTED
 
     out = ["| vLLM | engine | adapter family | extra | install | override |",
@@ -173,9 +179,10 @@ def gen_releases() -> str:
         uv = f"uv pip install -e '.[{release.extra},test]'"
         if override.exists():
             uv += f" --override overrides/{release.extra}.txt"
+        shown = f"`overrides/{release.extra}.txt`" if override.exists() else "–"
         out.append(f"| {release.version}{' (default)' if release is DEFAULT else ''} | "
                    f"{release.engine.upper()} | `{release.family}` | `{release.extra}` | "
-                   f"`{uv}` | {'`overrides/' + release.extra + '.txt`' if override.exists() else '–'} |")
+                   f"`{uv}` | {shown} |")
     return "\n".join(out)
 
 
@@ -195,6 +202,8 @@ def _comments(lines: list[str], node: ast.AnnAssign) -> str:
 
 
 def gen_records() -> str:
+    """Every record class with its fields and their comments, read from the source (the
+    comments are the documentation, and msgspec does not keep them)."""
     import engine.stream.records as records
 
     path = Path(records.__file__)
@@ -224,6 +233,8 @@ def gen_records() -> str:
 
 # ------------------------------------------------------------------------------- exit statuses
 def gen_exit_status() -> str:
+    """The module docstring's table of statuses (checked against ExitStatus) and the error
+    classes' statuses."""
     import engine.exit_status as es
 
     doc = es.__doc__ or ""
@@ -301,6 +312,7 @@ ERROR_ADVICE = {
 
 
 def gen_errors() -> str:
+    """Every one-line error the code can raise, grouped by class, with what to do."""
     by_class: dict[str, list[tuple[str, int, str | None]]] = {c: [] for c in ERROR_CLASSES}
     for cls, path, line, message in error_sites():
         by_class[cls].append((path, line, message))
@@ -321,7 +333,8 @@ def gen_errors() -> str:
 
 
 GENERATORS: dict[str, Callable[[], str]] = {
-    "cli": gen_cli, "releases": gen_releases, "presets": gen_presets, "settings": gen_settings, "policies": gen_policies,
+    "cli": gen_cli, "releases": gen_releases, "presets": gen_presets, "settings": gen_settings,
+    "policies": gen_policies,
     "records": gen_records, "exit-status": gen_exit_status, "errors": gen_errors,
 }
 
