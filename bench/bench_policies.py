@@ -1,9 +1,10 @@
-"""What each policy guarantees and costs on the installed vLLM: the README's "vLLM versions" table.
+"""What each policy guarantees and costs on the installed vLLM: the table in docs/versions.md.
 
 For each preset and each policy (off, strict, watermark, reserve, and `off` with chunked prefill
 turned off), one sim run of at most --max-steps steps, and prints:
 
-- the step vLLM aborts at, or "survived N" (N = --max-steps: the range the README's claims name);
+- the step vLLM aborts at, or "survived N" (N = --max-steps: the range the claims of
+  docs/versions.md name);
 - finished requests;
 - generated tokens per simulated second over `off`'s lifetime (the simulated seconds `off` lived
   before it aborted), and that against `off`'s own rate. The sim is deterministic: these figures
@@ -17,7 +18,7 @@ turned off), one sim run of at most --max-steps steps, and prints:
 
 Run in each release's venv (from the repo root, PYTHONPATH=$PWD):
     python bench/bench_policies.py [--presets seed-5578,seed-5578-fitted] [--max-steps 3000]
-`bench/policies_table.py` runs it in every release's venv and prints the README's table.
+`bench/policies_table.py` runs it in every release's venv and prints docs/versions.md's table.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def main() -> None:
     parser.add_argument("--pair-steps", type=int, default=None,
                         help="steps per timed run (default: off's lifetime)")
     parser.add_argument("--markdown", action="store_true",
-                        help="print the README's table rows (vLLM versions) instead")
+                        help="print the table rows of docs/versions.md instead")
     args = parser.parse_args()
     release = require_supported()
     import vllm

@@ -1,4 +1,4 @@
-"""The per-version figures of the README's "vLLM versions" table, for the installed vLLM:
+"""The per-version figures of docs/versions.md's table, for the installed vLLM:
 
 1. `seed-5578` under policy `off`, recorded exactly as `observatory run --record` does: the step
    vLLM aborts at, the peak of the swapped queue (groups, and what a group is in this release),

@@ -1,4 +1,4 @@
-"""The README's per-version policy table ("vLLM versions"), every row from one command.
+"""The per-version policy table of docs/versions.md, every row from one command.
 
 Runs bench/bench_policies.py --markdown in each V0 release's virtualenv, one after another (never
 two at once: the wall-clock column is measured), with that release's presets (both seed presets

@@ -3,7 +3,7 @@
 Runs the release's tests/core/test_scheduler.py and test_chunked_prefill_scheduler.py (from its
 sdist, engine.adapters.v0.upstream_tests) once on bare vLLM and once per policy with the
 observatory attached to every Scheduler, and prints every test whose outcome differs from bare
-vLLM's, with the failing assertion. The README's table in "vLLM versions" is this output.
+vLLM's, with the failing assertion. The table in docs/versions.md is this output.
 
 Run in each release's venv (from the repo root):
     PYTHONPATH=$PWD python bench/upstream_scheduler_tests.py [--policies off,strict,watermark,reserve]

@@ -1,4 +1,4 @@
-"""Make the README's pictures: Textual SVG screenshots of the shipped recordings.
+"""Make the docs' pictures (README.md shows two): Textual SVG screenshots of the shipped recordings.
 
 The live look (live mid-run, the abort, the fix draining the swapped queue) is drawn by the
 test harness (tests/screens_harness.py: the live screen's RunPanel fed a recording cut at a

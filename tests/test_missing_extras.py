@@ -1,5 +1,5 @@
 """A plain `pip install -e .` beside a user's own vLLM may lack Ray: `sweep` then says so in one
-line, exit 2, and writes nothing (the README promises one line, never a traceback)."""
+line, exit 2, and writes nothing (docs/install.md promises one line, never a traceback)."""
 
 from __future__ import annotations
 

@@ -327,7 +327,7 @@ def test_the_shipped_report_is_the_report_of_the_shipped_rows():
     assert len(report.rows) == report.total_cells == 30 and report.bad_lines == 0
     assert render(report, "markdown") == (SHIPPED / "report.md").read_text()
     assert render(report, "table", color=False) == (SHIPPED / "report.txt").read_text()
-    # the boundary the README shows: off aborts where strict and watermark survive
+    # the boundary docs/guides/sweeps.md shows: off aborts where strict and watermark survive
     (heat,) = heatmaps(report.spec.axes, report.rows)
     states = {policy: [c.state for c in line] for policy, line in zip(heat.y_values, heat.cells)}
     first_ok = {p: s.index(SURVIVED) for p, s in states.items()}

@@ -1,9 +1,9 @@
 """The live TUI as a real process on a terminal (a pty), with its engine in a child process.
 
 What the split into processes promises: killing the UI, even with SIGKILL, leaves no engine
-behind and a recording that is whole, end record included. How fast the engine goes (the
-README's 2 s) is measured by bench/bench_stop.py, not asserted here: a loaded machine may take
-longer, and that is not a bug.
+behind and a recording that is whole, end record included. How fast the engine goes (the 2 s
+docs/guides/serve.md states) is measured by bench/bench_stop.py, not asserted here: a loaded
+machine may take longer, and that is not a bug.
 """
 
 from __future__ import annotations

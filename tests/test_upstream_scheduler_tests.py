@@ -2,7 +2,7 @@
 of the installed release's sdist) with the observatory attached to every Scheduler they build.
 
 Under `off` the hooks must be invisible: every test ends as it does on bare vLLM. Under `reserve`
-exactly the tests the README lists ("vLLM versions") change outcome, each for the reason given
+exactly the tests docs/versions.md lists change outcome, each for the reason given
 there. The sdist is downloaded once (pinned URL and sha256) into a cache outside the clone
 (engine.adapters.v0.upstream_tests.sdist_cache); without network the tests skip.
 """
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.every_vllm
 
 CHUNKED = "tests/core/test_chunked_prefill_scheduler.py::"
 
-# release -> the tests `reserve` changes (all from passed to failed); the README says why
+# release -> the tests `reserve` changes (all from passed to failed); docs/versions.md says why
 RESERVE_CHANGES: dict[str, set[str]] = {
     "0.5.0.post1": {CHUNKED + "test_running_prefill_prioritized_over_swap"},
     "0.6.3.post1": {CHUNKED + "test_running_prefill_prioritized_over_swap"},

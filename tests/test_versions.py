@@ -1,6 +1,6 @@
 """Every supported vLLM release: the installed one is recognised and picks its adapter family,
 the seed's bug reproduces under `off`, `strict` survives it on 0.5 only, and `reserve` on every
-release, over the README's range (CLAIM_STEPS).
+release, over docs/versions.md's range (CLAIM_STEPS).
 CI runs the `every_vllm` tests in each release's own virtualenv (.ci/run)."""
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ def test_seed_off_aborts_for_lack_of_swap_space():
 
 
 CLAIM_STEPS = 3000
-"""The range the README's per-version claims name: a policy "survives" the seed when it runs this
-many steps without an abort (bench/bench_policies.py measures the same)."""
+"""The range docs/versions.md's per-version claims name: a policy "survives" the seed when it runs
+this many steps without an abort (bench/bench_policies.py measures the same)."""
 
 
 def family_name() -> str:
@@ -126,9 +126,10 @@ def tokens_per_sim_s(records: list, until_s: float) -> float:
 
 @pytest.mark.every_vllm
 def test_seed_strict_over_the_claimed_range():
-    """README: `strict` survives the seed on 0.5.0.post1 only. From 0.6 the groups admitted
-    before the first swap-out already outgrow GPU + CPU (the v2 block manager swaps a group's
-    prompt once per sequence; from 0.6.4 a group is one sequence): it delays the abort."""
+    """docs/versions.md: `strict` survives the seed on 0.5.0.post1 only. From 0.6 the groups
+    admitted before the first swap-out already outgrow GPU + CPU (the v2 block manager swaps a
+    group's prompt once per sequence; from 0.6.4 a group is one sequence): it delays the
+    abort."""
     strict = run(preset_spec("seed-5578", policy="strict", max_steps=CLAIM_STEPS))
     abort = next((i for i in strict if isinstance(i, EngineAborted)), None)
     records = [i for i in strict if isinstance(i, StepRecord)]

@@ -10,7 +10,7 @@ cannot reach PyPI raises `SdistUnavailable` and the callers skip.
 engine.adapters.v0.upstream_plugin attaches `hooks.attach(scheduler, policy)` to every Scheduler
 the tests build; policy None is bare vLLM) and returns each test's outcome.
 bench/upstream_scheduler_tests.py prints what changes under each policy;
-tests/test_upstream_scheduler_tests.py holds the README's list to it.
+tests/test_upstream_scheduler_tests.py holds docs/versions.md's list to it.
 """
 
 from __future__ import annotations
