@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 import threading
 import time
 import zlib
@@ -45,6 +44,7 @@ from typing import IO, Any
 
 import msgspec
 
+from engine.outpath import STDOUT, open_output
 from engine.stream.records import (STEP_TYPES, Check, EngineAborted, Header, Index, Record,
                                    RunFinished, encode)
 
@@ -113,22 +113,15 @@ class Recorder:
         self._buf_first_step: int | None = None  # first step record in the buffer
         self._finished = False
         self._summary: Any = None  # engine.analysis.summary.SummaryBuilder, or None: unknown
+        # In place, never by rename: a follower watches the file grow, and a device, FIFO or
+        # symlink the user named stays what it is (engine.outpath).
         self._file: IO[bytes]
-        self._owns_file = True
-        if self.path == "-":
-            stdout = getattr(sys.stdout, "buffer", None)
-            if stdout is None:  # started with stdout closed
-                raise OSError(errno.EBADF, "stdout is closed")
-            self._file = stdout
-            self._owns_file = False
-        else:
-            target = Path(self.path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(target, "wb")  # noqa: SIM115 (closed in close())
-            if self.path.endswith(".zst"):
-                import zstandard  # imported here: plain recordings and stdout do not need it
+        self._file, self.target = open_output(self.path)
+        self._owns_file = self.target.kind != STDOUT
+        if self._owns_file and self.path.endswith(".zst"):
+            import zstandard  # imported here: plain recordings and stdout do not need it
 
-                self._compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
+            self._compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
         if header is not None:
             self._write_header(header)
         self._stop = threading.Event()
