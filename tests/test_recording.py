@@ -711,7 +711,7 @@ def test_recorder_to_stdout_is_plain_jsonl(capsysbinary: pytest.CaptureFixture[b
     recorder.close()
     out = capsysbinary.readouterr().out.splitlines()
     assert [json.loads(line)["kind"] for line in out] == ["header", "check", "step", "check",
-                                                          "index", "check"]
+                                                          "tally", "check", "index", "check"]
     assert json.loads(out[-1])["final"] is True
 
 

@@ -268,7 +268,7 @@ def verify_file(path: str, progress: TextIO | None = None) -> VerifyResult:
     recording = load(path)
     wrong = index_summary_disagrees(recording)
     if wrong is not None:
-        raise RecordingError(f"{path}: {wrong}: the index is damaged (summary would print it)")
+        raise RecordingError(f"{path}: {wrong}: the index is damaged or forged")
     if progress is not None:
         for note in notes(recording):
             progress.write(safe(note) + "\n")
@@ -291,4 +291,7 @@ def index_summary_disagrees(recording: Recording) -> str | None:
                     f"records say {_short(value)}")
     if set(index.summary) != set(folded):
         return "the index's summary has fields no summary has"
+    tally = recording.tally
+    if tally is not None and (tally.summary != index.summary or tally.steps != index.steps):
+        return "the tally sealed with the records is not the records' summary"
     return None

@@ -46,7 +46,7 @@ import msgspec
 
 from engine.outpath import STDOUT, open_output
 from engine.stream.records import (STEP_TYPES, Check, EngineAborted, Header, Index, Record,
-                                   RunFinished, encode)
+                                   RunFinished, Tally, encode)
 
 FLUSH_INTERVAL_S = 0.5
 # Level 9, not zstd's default 3: a flush every 0.5 s makes small blocks, and at level 3 they
@@ -266,7 +266,11 @@ class Recorder:
             self._buf_bytes = 0
             return
         if final:
-            # end the open frame first: the index gets a small frame of its own
+            # the tally closes the last data frame, sealed with its records; then end the
+            # open frame: the index gets a small frame of its own
+            summary = self._summary_dict()
+            if summary is not None:
+                self._buf.append(encode(Tally(steps=self._steps, summary=summary)) + b"\n")
             if self._buf:
                 self._write_block(end_frame=True)
             elif self._frame is not None:
@@ -279,12 +283,15 @@ class Recorder:
             self._buf.append(encode(self._index()) + b"\n")
         self._write_block(end_frame=final, final=final)
 
-    def _index(self) -> Index:
+    def _summary_dict(self) -> dict[str, Any] | None:
         summary = self._summary
+        return None if summary is None else msgspec.to_builtins(summary.result())
+
+    def _index(self) -> Index:
         return Index(frames=list(self._frames), index_offset=self.bytes_written,
                      lines=self._lines, steps=self._steps, first_step=self._first_step,
                      last_step=self._last_step, finished=self._finished,
-                     summary=None if summary is None else msgspec.to_builtins(summary.result()))
+                     summary=self._summary_dict())
 
     def _write_block(self, end_frame: bool, final: bool = False) -> None:
         """The buffered lines and their Check line, out to the file."""
