@@ -338,3 +338,16 @@ def test_a_whole_recording_vouches_for_its_index(made: dict[str, Path], suffix: 
         indexed = open_indexed(made[source + suffix])
         assert indexed is not None and vouch(indexed) is None
         assert indexed.tally is not None and indexed.tally.summary == indexed.index.summary
+
+
+@pytest.mark.parametrize("command", ["import-log", "fit"])
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
+def test_a_recording_given_as_a_log_is_named_a_recording(
+        made: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        command: str, suffix: str) -> None:
+    argv = ([command, str(made["off" + suffix]), "-o", str(tmp_path / "out")]
+            + (["--rounds", "0"] if command == "fit" else []))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "an observatory recording, not a vLLM log" in err
+    assert not (tmp_path / "out").exists()
