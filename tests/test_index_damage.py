@@ -351,3 +351,25 @@ def test_a_recording_given_as_a_log_is_named_a_recording(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "an observatory recording, not a vLLM log" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_verify_refuses_a_program_engines_recording_at_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`observatory exec` recordings: the header's spec is the sim's defaults (the requests
+    came from the user's program), so a re-run would compare something else: one line, exit 2,
+    before vLLM is imported."""
+    import time
+
+    run = load(SOURCES["off"])
+    header = msgspec.structs.replace(run.header, engine_config={
+        **run.header.engine_config, "attached": {"name": "host/123/0"}})
+    path = tmp_path / "exec.jsonl.zst"
+    with Recorder(path, header, background_flush=False) as rec:
+        for item in run.items:
+            rec.write(item)
+    started = time.monotonic()
+    assert main(["verify", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "recorded from a program's own engine" in err
+    assert "stream host/123/0" in err
+    assert time.monotonic() - started < 5
