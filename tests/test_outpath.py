@@ -302,3 +302,12 @@ def test_tiny_model_into_a_symlink_to_an_empty_directory(tmp_path: Path) -> None
 def test_export_to_a_directory_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is a directory"):
         export(load(RECORDING), "csv", str(tmp_path))
+
+
+def test_fit_says_a_path_it_cannot_write_before_any_sim(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("keep me")
+    log = ROOT / "tests" / "fixtures" / "logs" / "v0-metrics.log"
+    result = observatory("fit", str(log), "-o", str(tmp_path / "notes.txt" / "fitted.toml"))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "notes.txt is a file, not a directory" in result.stderr
+    assert "fitting" not in result.stderr  # refused before the first sim
