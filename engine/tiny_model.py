@@ -101,6 +101,8 @@ def write_tiny_model(dest: str | os.PathLike[str], *, arch: str = "llama",
 
 def _check_destination(dest: Path) -> Path:
     dest = dest.expanduser().absolute()
+    if dest.is_symlink():  # a link to an empty directory: fill the directory, keep the link
+        dest = dest.resolve()
     if dest.exists() and not dest.is_dir():
         raise ConfigError(f"{dest} exists and is not a directory: give a new directory")
     if dest.is_dir() and any(dest.iterdir()):

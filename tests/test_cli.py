@@ -123,7 +123,8 @@ def test_record_to_stdout_is_pure_jsonl():
     kinds = [json.loads(line)["kind"] for line in lines]
     assert kinds[-1] == "check"  # the recorder's final Check (engine.stream.integrity)
     kinds = [kind for kind in kinds if kind != "check"]
-    assert kinds[0] == "header" and kinds[-2:] == ["end", "index"]  # the index closes a file
+    # the tally closes the records, the index closes the file
+    assert kinds[0] == "header" and kinds[-3:] == ["end", "tally", "index"]
     assert kinds.count("step") == 30
     assert "steps" in result.stderr  # the summary moved to stderr
 

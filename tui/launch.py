@@ -273,7 +273,7 @@ def _windowed_replay(path: str, speed: float, lenient: bool, hold=None,
     """A long recording with an index opens on a window of its last steps while the whole file
     is read in the background (tui.replay.lazy); None: short, no index (or it does not check),
     so the caller reads the whole file first, as for every other recording."""
-    from engine.stream.indexed import IndexDamaged, open_indexed
+    from engine.stream.indexed import IndexDamaged, open_indexed, vouch
 
     from tui.replay.lazy import WINDOW_FROM_STEPS
 
@@ -281,6 +281,8 @@ def _windowed_replay(path: str, speed: float, lenient: bool, hold=None,
     if indexed is None or indexed.index.last_step is None or indexed.index.steps < (
             WINDOW_FROM_STEPS if window_from_steps is None else window_from_steps):
         return None
+    if vouch(indexed) not in (None, "no tally"):
+        return None  # the index is not the records': the whole read says what is wrong
     from tui.app import ObservatoryApp
     from tui.replay.lazy import WholeRunLoader, window_at
     from tui.replay.replay_screen import ReplayScreen

@@ -18,13 +18,12 @@ from __future__ import annotations
 import csv
 import io
 import os
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
 import msgspec
 
+from engine.outpath import write_output
 from engine.stream.run import Recording
 from engine.stream.records import StepRecord, V1StepRecord
 from engine.timeaxis import GPU, axis_of
@@ -223,47 +222,21 @@ def render(recording: Recording, fmt: str) -> bytes:
 def export(recording: Recording, fmt: str, out: str) -> int:
     """Write the export to `out` ("-" is stdout); return the number of bytes written.
 
-    A file is written next to `out` under a temporary name and renamed over it only when
-    complete, so a failure (a full disk, an interrupt) leaves no partial file, and an existing
-    `out` stays as it was."""
+    A regular file (or a new one, or the one a symlink names) is written beside itself under a
+    temporary name and renamed over it only when complete, so a failure (a full disk, an
+    interrupt) leaves no partial file and an existing `out` stays as it was; a device, a FIFO
+    or /dev/stdout is written in place (engine.outpath)."""
     from engine.errors import ConfigError
 
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}: use csv or perfetto")
     data = render(recording, fmt)
-    if out == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+    if out == "-":  # a failing stdout is the CLI's to report, as for every command
+        write_output(out, data)
         return len(data)
-    target = Path(out)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, data)
+        write_output(out, data)
     except OSError as exc:
-        raise ConfigError(f"cannot write {out}: {exc.strerror or exc}") from None
+        raise ConfigError(f"cannot write {out}: {exc.strerror or exc}: give another -o OUT") \
+            from None
     return len(data)
-
-
-def write_atomically(target: Path, data: bytes) -> None:
-    """`data` at `target`, all or nothing: a temporary file in the same directory, flushed to
-    disk, then renamed over `target`; the temporary file is removed if anything fails."""
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(temp, 0o666 & ~_umask())
-        os.replace(temp, target)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

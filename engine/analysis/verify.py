@@ -92,6 +92,14 @@ def rerun_spec(recording: Recording) -> Any:
         raise ConfigError(f"{name}: recorded on the {header.backend} backend: a real model's "
                           f"decisions cannot be reproduced by the sim backend; verify only "
                           f"sim recordings")
+    attached = header.engine_config.get("attached")
+    if attached is not None:
+        stream = attached.get("name") if isinstance(attached, dict) else None
+        raise ConfigError(f"{name}: recorded from a program's own engine (observatory exec or "
+                          f"engine.attach{f', stream {stream}' if stream else ''}): its "
+                          f"requests came from that program, which verify cannot re-run, and "
+                          f"the header's spec is only the sim's defaults; verify checks "
+                          f"recordings of `observatory run` and `live`")
     refuse_other_vllm(name, header.vllm_version)
     if header.starts_at_step > 0:
         raise ConfigError(f"{name}: recording starts at step {header.starts_at_step} (switched on "
@@ -248,9 +256,9 @@ class _Checker:
 
 def verify(recording: Recording, progress: TextIO | None = None) -> VerifyResult:
     """Re-run `recording` on the sim backend and compare; never raises for a mismatch."""
+    spec = rerun_spec(recording)  # refuses what cannot be re-run before vLLM is imported
     from engine.session import Session  # imports vLLM: only verify pays for it
 
-    spec = rerun_spec(recording)
     session = Session(spec)
     checker = _Checker(recording, session, progress)
     session.subscribe(checker)
@@ -268,7 +276,7 @@ def verify_file(path: str, progress: TextIO | None = None) -> VerifyResult:
     recording = load(path)
     wrong = index_summary_disagrees(recording)
     if wrong is not None:
-        raise RecordingError(f"{path}: {wrong}: the index is damaged (summary would print it)")
+        raise RecordingError(f"{path}: {wrong}: the index is damaged or forged")
     if progress is not None:
         for note in notes(recording):
             progress.write(safe(note) + "\n")
@@ -291,4 +299,7 @@ def index_summary_disagrees(recording: Recording) -> str | None:
                     f"records say {_short(value)}")
     if set(index.summary) != set(folded):
         return "the index's summary has fields no summary has"
+    tally = recording.tally
+    if tally is not None and (tally.summary != index.summary or tally.steps != index.steps):
+        return "the tally sealed with the records is not the records' summary"
     return None

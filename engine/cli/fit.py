@@ -24,6 +24,7 @@ from engine.cli.reading import read_input
 from engine.cli.run_flags import add_run_flags, spec_from_args
 from engine.errors import ConfigError, EngineError, RecordingError
 from engine.exit_status import ExitStatus
+from engine.outpath import classify, ensure_parent, write_output
 
 
 class Fit(CLISubcommand):
@@ -61,6 +62,11 @@ class Fit(CLISubcommand):
 
         if args.rounds < 0 or args.workers < 1:
             raise ConfigError("--rounds must be >= 0 and --workers >= 1")
+        try:  # a path that cannot be written is said now, not after the sims
+            ensure_parent(classify(args.output))
+        except OSError as exc:
+            raise ConfigError(f"cannot write {args.output}: {exc.strerror or exc}: give "
+                              f"another -o FITTED.toml") from None
         from engine.adapters.versions import require_supported
 
         # every sim needs vLLM: say so at once, not after 30 failed sims
@@ -118,8 +124,11 @@ class Fit(CLISubcommand):
                          f"abort_s on the stats clock):\n{error_table(before, best)}\n")
         sys.stdout.write(f"before: {acceptance(before.result, fitted.requests)}\n"
                          f"after:  {acceptance(best.result, fitted.requests)}\n")
-        with open(args.output, "w", encoding="utf-8") as out:
-            out.write(fitted_toml(fitted, best, before, args.log))
+        try:
+            write_output(args.output, fitted_toml(fitted, best, before, args.log).encode())
+        except OSError as exc:
+            raise ConfigError(f"cannot write {args.output}: {exc.strerror or exc}: give "
+                              f"another -o FITTED.toml") from None
         sys.stderr.write(f"wrote {args.output}\n")
         return ExitStatus.OK
 

@@ -58,9 +58,11 @@ def default_output(path: str) -> str:
 def write_reference(log: Any, out: str) -> None:
     from engine.stream.recorder import Recorder
 
-    if out != "-":
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-    recorder = Recorder(out, log.header, background_flush=False)
+    try:
+        recorder = Recorder(out, log.header, background_flush=False)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {out}: {exc.strerror or exc}: give another -o OUT") \
+            from None
     for record in log.records:
         recorder.write(record)
     recorder.close()

@@ -26,7 +26,9 @@ class Summary(CLISubcommand):
     def cmd(self, args: argparse.Namespace) -> int:
         from engine.analysis.summary import format_summary, summary_json
 
-        summary = _from_index(args.path) or _from_records(args.path, args.lenient)
+        summary, doubt = _from_index(args.path)
+        if summary is None:
+            summary = _from_records(args.path, args.lenient, doubt)
         sys.stdout.write((summary_json(summary) if args.json else format_summary(summary))
                          + "\n")
         return ExitStatus.OK
@@ -34,28 +36,40 @@ class Summary(CLISubcommand):
 
 def _from_index(path: str):
     """The summary the recorder folded into the file's index, if the file has one (a
-    recording closed by its recorder): read from the file's last frame, not the whole file.
+    recording closed by its recorder) and its last data frame vouches for it
+    (engine.stream.indexed.vouch): read from the file's last two frames, not the whole file.
     None: read the records (`verify` always does; it also holds the index to them)."""
-    from engine.stream.indexed import open_indexed, summary_of
+    from engine.stream.indexed import open_indexed, summary_of, vouch
 
     indexed = open_indexed(path)
     if indexed is None:
-        return None
+        return None, None
     index, summary = indexed.index, summary_of(indexed)
     if summary is None:
-        return None
+        return None, None
+    wrong = vouch(indexed)
+    if wrong is not None:  # "no tally": closed before tallies existed, the records quietly
+        return None, None if wrong == "no tally" else wrong
     if not index.finished:
         if index.last_step is None:
-            return None  # what the note would say needs the header: read the file
+            return None, None  # what the note would say needs the header: read the file
         sys.stderr.write(safe(f"note: {path}: the recording was switched off after step "
                               f"{index.last_step}; the run went on without it") + "\n")
-    return summary
+    return summary, None
 
 
-def _from_records(path: str, lenient: bool):
+def _from_records(path: str, lenient: bool, doubt: str | None = None):
+    """The records' summary. An index that disagrees with them (its summary, or `doubt`: what
+    its last frame said against it) is said in one line: the records' numbers are printed,
+    never the index's. A file whose index the reader refuses is one error line (exit 2)."""
     from engine.analysis.summary import summarize
+    from engine.analysis.verify import index_summary_disagrees
     from engine.stream.reader import load
 
     recording = load(path, lenient=lenient)
     note_cut(recording)
+    wrong = index_summary_disagrees(recording) or doubt
+    if wrong is not None:
+        sys.stderr.write(safe(f"warning: {recording.path}: {wrong}: the index is damaged or "
+                              f"forged; the numbers below are the records'") + "\n")
     return summarize(recording.all_items())

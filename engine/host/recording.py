@@ -19,7 +19,6 @@ Everything that happens to the recording happens here, and nowhere else:
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Callable
@@ -27,6 +26,7 @@ from typing import Callable
 import msgspec
 
 from engine.errors import ConfigError
+from engine.outpath import remove_empty
 from engine.spec import RunSpec
 from engine.stream.protocol import RecordingStatus
 from engine.stream.records import (STEP_TYPES, EngineAborted, Header, ObserverError, Record,
@@ -83,11 +83,8 @@ class RecordingController:
         if rec is None:
             return
         rec.close()
-        if discard_empty and not rec.header_written and rec.path != "-":
-            try:
-                os.unlink(rec.path)  # opened early, but the run never started
-            except OSError:
-                pass
+        if discard_empty and not rec.header_written:
+            remove_empty(rec.target)  # opened early, but the run never started; never a device
             return
         status = RecordingStatus(path=None, bytes=rec.bytes_written, records=rec.records_written,
                                  error=_error_text(rec), closed=rec.path)

@@ -29,8 +29,9 @@ from typing import Any, Callable
 import msgspec
 
 from engine.stream import limits
-from engine.stream.integrity import CHECK_PREFIX, INDEX_PREFIX
-from engine.stream.records import Check, Header, Index, Record
+from engine.stream.integrity import CHECK_PREFIX, INDEX_PREFIX, TALLY_PREFIX
+from engine.stream.records import (STEP_TYPES, Check, EngineAborted, Header, Index, Record,
+                                   RunFinished, Tally)
 from engine.stream.zstdframes import ZSTD_MAGIC
 
 TAIL_BYTES = 256 << 10
@@ -41,6 +42,7 @@ PAUSE_LINES = 256
 """How often a frame's decoding offers to pause (~1 ms of work): a frame is 2,000 steps."""
 
 _index_decoder = msgspec.json.Decoder(Index)
+_tally_decoder = msgspec.json.Decoder(Tally)
 _check_decoder = msgspec.json.Decoder(Check)
 _record_decoder = msgspec.json.Decoder(Record)
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
@@ -62,6 +64,7 @@ class IndexedFile:
     # read share them, so a frame is decoded once. Records are immutable; dict reads and
     # writes are atomic, so the two threads need no lock.
     cache: dict[int, tuple[Header | None, list[Record]]] = field(default_factory=dict)
+    tally: Tally | None = None  # the recorder's tally, once the frame holding it is decoded
 
     def frame_span(self, k: int) -> tuple[int, int]:
         """Byte range of frame k (the last one ends where the index's frame starts)."""
@@ -141,7 +144,12 @@ class IndexedFile:
                 block_start, count = end, 0
             else:
                 count += 1
-                if k == 0 and header is None and pos == 0:
+                if line.startswith(TALLY_PREFIX):
+                    try:
+                        self.tally = _tally_decoder.decode(line)
+                    except _DECODE_ERRORS:
+                        raise IndexDamaged(f"frame {k} has a damaged tally line") from None
+                elif k == 0 and header is None and pos == 0:
                     from engine.stream.reader import RecordingError, parse_header
 
                     try:
@@ -279,3 +287,90 @@ def summary_of(indexed: IndexedFile) -> Any:
         return msgspec.convert(raw, V1Summary if raw.get("engine") == "v1" else Summary)
     except (msgspec.ValidationError, AttributeError):
         return None
+
+
+# Summary fields a frame's records can only add to (or raise the peak of): the whole run's
+# value is at least the last frame's. The rest are the last record's (or derived).
+_AT_LEAST = ("steps", "finished_requests", "peak_gpu_kv_pct", "peak_cpu_kv_pct", "peak_swapped",
+             "swap_outs", "swap_ins", "recompute_preemptions", "prefill_blocked_steps",
+             "policy_changes", "prompt_tokens", "generated_tokens", "exec_seconds",
+             "preemptions", "max_preemptions_per_request", "lost_tokens", "recomputed_tokens",
+             "computed_tokens", "prefix_hit_tokens", "peak_running", "peak_waiting",
+             "admission_withheld_steps", "peak_cpu_tier_chunks", "cpu_tier_loads",
+             "cpu_tier_load_bytes", "cpu_tier_stores", "cpu_tier_store_bytes",
+             "cpu_tier_evictions", "cpu_tier_hit_tokens", "cpu_tier_wait_seconds")
+
+
+def vouch(indexed: IndexedFile) -> str | None:
+    """What makes the index untrustworthy as an answer without the records, or None.
+
+    The index frame stands alone, so its checksums prove only that it was not damaged, not
+    that it is this file's or that its numbers are the records'. It is held to the file's last
+    data frame, which is read and checked block by block (a few ms): the step range and the
+    end of the run must be that frame's, and the summary must be the recorder's tally sealed
+    in that frame and must agree with the frame's records (its end, its last clock, and every
+    count at least the frame's own). A file closed before tallies existed has none: the
+    caller reads the records. What this does not prove: a tally forged together with a
+    rewritten, resealed data frame; only a full read (`verify`) holds every record to it."""
+    index = indexed.index
+    k = len(index.frames) - 1
+    try:
+        _, records = indexed.frame_records(k)
+    except (IndexDamaged, OSError) as exc:
+        return f"the index's last frame does not read ({exc})"
+    steps = [r for r in records if type(r) in STEP_TYPES]
+    first = index.frames[k][1]
+    if steps:
+        if (steps[0].step, steps[-1].step) != (first, index.last_step):
+            return (f"the index says its last frame holds steps {first}..{index.last_step}, "
+                    f"it holds {steps[0].step}..{steps[-1].step}")
+    elif index.last_step is not None and first != index.last_step + 1:
+        return "the index's last frame is not where its steps end"
+    ended = any(type(r) is RunFinished for r in records)
+    if ended != index.finished:
+        return (f"the index says finished {index.finished}, the records "
+                f"{'end' if ended else 'do not end'} with the run's end")
+    tally = indexed.tally
+    if tally is None:
+        return "no tally" if index.summary is not None else None
+    if tally.summary != index.summary or tally.steps != index.steps:
+        return "the index's summary is not the one sealed with the records"
+    return _summary_against(index.summary, records, first)
+
+
+def _summary_against(summary: dict[str, Any] | None, records: list[Record],
+                     first: int) -> str | None:
+    """What in `summary` the last frame's records (its first step `first`) contradict."""
+    if summary is None:
+        return None
+    from engine.analysis.summary import SummaryBuilder
+
+    builder = SummaryBuilder()
+    builder.v1 = summary.get("engine") == "v1"
+    for record in records:
+        builder.add(record)
+    here = msgspec.to_builtins(builder.result())
+    for name in _AT_LEAST:
+        if name in here and not (isinstance(summary.get(name), (int, float))
+                                 and summary[name] >= here[name]):
+            return (f"the index's summary says {name} {summary.get(name)}, its last frame "
+                    f"alone holds {here[name]}")
+    abort = next((r for r in reversed(records) if type(r) is EngineAborted), None)
+    if abort is not None:
+        if summary.get("aborted") is not True or summary.get("abort_step") != abort.step:
+            return (f"the index's summary says aborted {summary.get('aborted')} at step "
+                    f"{summary.get('abort_step')}, the records abort at step {abort.step}")
+    elif summary.get("aborted") is not False and not (
+            isinstance(summary.get("abort_step"), int) and summary["abort_step"] < first) \
+            and not any(getattr(r, "event", None) == "abort" for r in records):  # a vLLM log's
+        return "the index's summary says the run aborted, the records do not"
+    checks = []
+    if any(type(r) is RunFinished for r in records):
+        checks.append("end_reason")
+    if any(type(r) in STEP_TYPES or type(r) is RunFinished for r in records):
+        checks += ["sim_seconds", "wall_seconds"]
+    for name in checks:
+        if summary.get(name) != here.get(name):
+            return (f"the index's summary says {name} {summary.get(name)}, the records "
+                    f"{here.get(name)}")
+    return None

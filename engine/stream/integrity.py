@@ -38,11 +38,13 @@ import msgspec
 from engine.errors import RecordingError
 from engine.stream import limits
 from engine.stream.records import (Check, EngineAborted, Index, Record, RunFinished,
-                                   StepRecord, V1StepRecord)
+                                   StepRecord, Tally, V1StepRecord)
 from engine.stream.run import Run
 
 CHECK_PREFIX = b'{"kind":"check"'
 INDEX_PREFIX = b'{"kind":"index"'
+TALLY_PREFIX = b'{"kind":"tally"'
+_NOT_RECORDS = (CHECK_PREFIX, INDEX_PREFIX, TALLY_PREFIX)  # the recorder's own lines
 _BLOCK_END = b"\n" + CHECK_PREFIX
 MAX_PROBLEMS_KEPT = 20
 _MIN_LINE_BYTES = 16  # no record's line is shorter (the shortest, a policy change, is ~70)  # lenient reads count every problem but describe only the first few
@@ -50,6 +52,7 @@ _MIN_LINE_BYTES = 16  # no record's line is shorter (the shortest, a policy chan
 _record_decoder = msgspec.json.Decoder(Record)
 _check_decoder = msgspec.json.Decoder(Check)
 _index_decoder = msgspec.json.Decoder(Index)
+_tally_decoder = msgspec.json.Decoder(Tally)
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 _TOO_LONG = b"\x00a line over MAX_LINE_BYTES\x00"  # its stand-in, compared by identity
 
@@ -290,6 +293,8 @@ def load_checked(data: bytes, run: Run, name: str, lenient: bool, verified: int 
             lines.pop()  # the block ends with a newline
             if final and lines and lines[-1].startswith(INDEX_PREFIX):
                 _take_index(reader, lines.pop(), check_lineno - 1)
+            elif lines and lines[-1].startswith(TALLY_PREFIX):
+                _take_tally(reader, lines.pop(), check_lineno - 1)
             if start == 0:
                 reader.decode_lines(lines[1:], lineno + 1)  # the header line is parsed
             else:
@@ -310,6 +315,14 @@ def _take_index(reader: _Reader, line: bytes, lineno: int) -> None:
         reader.run.index = _index_decoder.decode(line)
     except _DECODE_ERRORS as exc:
         reader.problem(lineno, f"damaged index line ({one_line(exc)})")
+
+
+def _take_tally(reader: _Reader, line: bytes, lineno: int) -> None:
+    """The recorder's tally (the last line of its last data block): kept, not a record."""
+    try:
+        reader.run.tally = _tally_decoder.decode(line)
+    except _DECODE_ERRORS as exc:
+        reader.problem(lineno, f"damaged tally line ({one_line(exc)})")
 
 
 def index_disagrees(run: Run, frame_starts: list[int] | None) -> str | None:
@@ -353,8 +366,10 @@ def _tail(reader: _Reader, tail: bytes, lineno: int, final: bool, cut_check: boo
         cut_line = b""  # a Check line cut short: its block is the unverified tail
     # Complete lines here were written but never sealed: a writer killed mid-flush leaves
     # them. They must at least decode; they are not kept, since nothing vouches for them.
-    complete = [line for line in lines if not line.startswith(CHECK_PREFIX)]
-    if len(complete) != len(lines) and not cut_check:
+    # The recorder's own lines (a cut can leave the tally or the index unsealed) are not
+    # records; a Check line here means the one before it did not match.
+    complete = [line for line in lines if not line.startswith(_NOT_RECORDS)]
+    if any(line.startswith(CHECK_PREFIX) for line in lines) and not cut_check:
         reader.problem(lineno, "damaged check line after the last good one")
     reader.decode_lines(complete, lineno, keep=False)
     dropped = len(lines) + (1 if cut_line else 0)

@@ -32,7 +32,7 @@ from typing import Any, Iterator
 import msgspec
 
 from engine.stream import limits
-from engine.stream.integrity import (CHECK_PREFIX, INDEX_PREFIX, RecordingError,
+from engine.stream.integrity import (CHECK_PREFIX, INDEX_PREFIX, TALLY_PREFIX, RecordingError,
                                      index_disagrees, load_checked, load_unchecked, one_line)
 from engine.stream.records import SCHEMA_VERSION, Check, Header, Record, RunFinished
 from engine.stream.run import Recording
@@ -200,6 +200,8 @@ def _load(path: str | os.PathLike[str], lenient: bool, into: type[Recording]) ->
         load_checked(data, recording, name, lenient, verified)
     else:
         load_unchecked(data, recording, name, lenient)
+    if frame_cut:  # an index in a frame cut short (its checksum lost) vouches for nothing
+        recording.index = recording.tally = None
     wrong = index_disagrees(recording, frame_starts)
     if wrong is not None:
         if not lenient:
@@ -325,7 +327,7 @@ def follow(path: str | os.PathLike[str], poll_s: float = 0.1,
                 crc = lines = 0
                 continue
             crc, lines = zlib.crc32(line + b"\n", crc), lines + 1
-            if line.startswith(INDEX_PREFIX):  # the recorder's table of contents, at close
+            if line.startswith((INDEX_PREFIX, TALLY_PREFIX)):  # the recorder's, at close
                 continue
             try:
                 item = _line_decoder.decode(line)

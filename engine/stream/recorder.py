@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 import threading
 import time
 import zlib
@@ -45,8 +44,9 @@ from typing import IO, Any
 
 import msgspec
 
+from engine.outpath import STDOUT, open_output
 from engine.stream.records import (STEP_TYPES, Check, EngineAborted, Header, Index, Record,
-                                   RunFinished, encode)
+                                   RunFinished, Tally, encode)
 
 FLUSH_INTERVAL_S = 0.5
 # Level 9, not zstd's default 3: a flush every 0.5 s makes small blocks, and at level 3 they
@@ -113,22 +113,15 @@ class Recorder:
         self._buf_first_step: int | None = None  # first step record in the buffer
         self._finished = False
         self._summary: Any = None  # engine.analysis.summary.SummaryBuilder, or None: unknown
+        # In place, never by rename: a follower watches the file grow, and a device, FIFO or
+        # symlink the user named stays what it is (engine.outpath).
         self._file: IO[bytes]
-        self._owns_file = True
-        if self.path == "-":
-            stdout = getattr(sys.stdout, "buffer", None)
-            if stdout is None:  # started with stdout closed
-                raise OSError(errno.EBADF, "stdout is closed")
-            self._file = stdout
-            self._owns_file = False
-        else:
-            target = Path(self.path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(target, "wb")  # noqa: SIM115 (closed in close())
-            if self.path.endswith(".zst"):
-                import zstandard  # imported here: plain recordings and stdout do not need it
+        self._file, self.target = open_output(self.path)
+        self._owns_file = self.target.kind != STDOUT
+        if self._owns_file and self.path.endswith(".zst"):
+            import zstandard  # imported here: plain recordings and stdout do not need it
 
-                self._compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
+            self._compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
         if header is not None:
             self._write_header(header)
         self._stop = threading.Event()
@@ -273,7 +266,11 @@ class Recorder:
             self._buf_bytes = 0
             return
         if final:
-            # end the open frame first: the index gets a small frame of its own
+            # the tally closes the last data frame, sealed with its records; then end the
+            # open frame: the index gets a small frame of its own
+            summary = self._summary_dict()
+            if summary is not None:
+                self._buf.append(encode(Tally(steps=self._steps, summary=summary)) + b"\n")
             if self._buf:
                 self._write_block(end_frame=True)
             elif self._frame is not None:
@@ -286,12 +283,15 @@ class Recorder:
             self._buf.append(encode(self._index()) + b"\n")
         self._write_block(end_frame=final, final=final)
 
-    def _index(self) -> Index:
+    def _summary_dict(self) -> dict[str, Any] | None:
         summary = self._summary
+        return None if summary is None else msgspec.to_builtins(summary.result())
+
+    def _index(self) -> Index:
         return Index(frames=list(self._frames), index_offset=self.bytes_written,
                      lines=self._lines, steps=self._steps, first_step=self._first_step,
                      last_step=self._last_step, finished=self._finished,
-                     summary=None if summary is None else msgspec.to_builtins(summary.result()))
+                     summary=self._summary_dict())
 
     def _write_block(self, end_frame: bool, final: bool = False) -> None:
         """The buffered lines and their Check line, out to the file."""

@@ -538,6 +538,23 @@ class Index(msgspec.Struct, tag="index", tag_field="kind", kw_only=True, gc=Fals
     summary: dict[str, Any] | None = None
 
 
+class Tally(msgspec.Struct, tag="tally", tag_field="kind", kw_only=True, gc=False):
+    """Not a record of the run: the recorder's summary of the records before it, written once
+    at close as the last line of the last *data* frame (so the frame's own Check line and zstd
+    checksum cover it together with the records it sums up), before the Index.
+
+    Why a second copy of the index's summary: the index frame is small and stands alone, so
+    a forged summary resealed there (its Check recomputed) would pass every checksum. A reader
+    that answers from the index (`summary`, a replay's first screen) requires the index to
+    equal this line and to agree with the records of the frame that holds it
+    (engine.stream.indexed.vouch); forging the summary then means rewriting and resealing a
+    data frame, not just the table of contents.
+    """
+
+    steps: Count  # step records before this line
+    summary: dict[str, Any]
+
+
 _encoder = msgspec.json.Encoder()
 _record_decoder = msgspec.json.Decoder(Record)
 

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 import msgspec
 
 from engine.stream.records import (Arrivals, EngineAborted, Header, Index, LogLine,
-                                   PolicyChanged, Record, RunFinished, StepRecord, V1StepRecord)
+                                   PolicyChanged, Record, RunFinished, StepRecord, Tally,
+                                   V1StepRecord)
 from engine.timeaxis import axis_of
 
 if TYPE_CHECKING:
@@ -170,6 +171,7 @@ class Run:
         self.unchecked = False  # written before Check lines existed: flips are undetectable
         self.missing: set[int] = set()  # steps absent from the stream, held as repeats (_bridge)
         self.index: Index | None = None  # the recorder's index, if the file ends with one
+        self.tally: Tally | None = None  # the recorder's summary, sealed in the last data frame
         self.version = 0  # bumped on every change, so a widget can skip a redundant redraw
         self._by_kind: dict[str, list[Record]] = {}
         self._kind_steps: dict[str, list[int]] = {k: [] for k in STEP_KINDS}

@@ -23,6 +23,7 @@ from typing import Any, IO
 import msgspec
 
 from engine.errors import ConfigError, RecordingError
+from engine.outpath import ensure_dir, write_output
 from engine.spec import RunSpec
 from engine.sweep import toml_out
 from engine.sweep.grid import Axis, make_axis
@@ -99,11 +100,11 @@ class SweepDir:
             raise ConfigError(f"{self.path} already holds a sweep: continue it with --resume "
                               f"{self.path}, or give another -o DIR")
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            _atomic_write(self.spec_path, spec.to_toml())
+            ensure_dir(self.path)
+            write_output(self.spec_path, spec.to_toml().encode())
         except OSError as exc:
             raise ConfigError(f"cannot write the sweep to {self.path}: "
-                              f"{exc.strerror or exc}") from None
+                              f"{exc.strerror or exc}: give another -o DIR") from None
 
     # ---- rows ---------------------------------------------------------------------------
     def read_rows(self) -> tuple[dict[str, dict[str, Any]], int]:
@@ -142,7 +143,7 @@ class SweepDir:
         os.fsync(self._rows_file.fileno())
 
     def write_csv(self, rows: list[dict[str, Any]], columns: list[str]) -> None:
-        _atomic_write(self.csv_path, rows_to_csv(rows, columns))
+        write_output(self.csv_path, rows_to_csv(rows, columns).encode())
 
     def write_recording(self, name: str, data: bytes) -> str:
         """Keep a cell's recording; returns its path relative to the sweep directory."""
@@ -190,9 +191,3 @@ def _csv_value(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
     return value
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

@@ -69,7 +69,13 @@ def _spec_from_log(events: list[Event]) -> tuple[dict[str, Any], dict[str, Any]]
 
 def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
     """Parse a log; raises RecordingError for a log without any stats record or one that mixes
-    V0 and V1 records."""
+    V0 and V1 records, or for one of the observatory's own recordings (whose lines hold no
+    stats line: "no stats records found" would send the user looking in the wrong place)."""
+    head = data[:16].encode() if isinstance(data, str) else bytes(data[:16])
+    if head.startswith((b"\x28\xb5\x2f\xfd", b'{"kind":"header"')):
+        raise RecordingError(f"{source}: an observatory recording, not a vLLM log: import-log "
+                             f"and fit read vLLM's own log (its stats lines); summary, replay "
+                             f"and compare read a recording as it is")
     lines = logical_lines(data)
     stats = find_stats(lines)
     v1 = any(s.v1 for s in stats)
