@@ -52,8 +52,11 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         raise ConfigError("give --num-cpu-blocks or --swap-space, not both")
     layers = [(args.config, options.load_config(RunSpec, args.config))] if args.config else []
     # the default preset depends on the engine kind (a layer's `preset` overrides it)
-    return resolve_spec([("default", {"preset": default_preset()}), *layers,
+    spec = resolve_spec([("default", {"preset": default_preset()}), *layers,
                          ("flags", given)]).validated()
+    from engine.traces.source import resolve
+
+    return resolve(spec)  # a trace's path, format and sha256, before vLLM loads
 
 
 def record_target(args: argparse.Namespace, spec: RunSpec) -> str | None:
