@@ -27,9 +27,9 @@ def read(stream: TextIO, where: str, wanted: dict[str, str]
         try:
             index[key] = names.index(column.lower())
         except ValueError:
+            shown = ",".join(h.strip() for h in header)[:60]
             raise TraceError(f"{where}: line 1: no {column!r} column (the header is "
-                             f"{','.join(h.strip() for h in header)[:120]!r}): is "
-                             f"--trace-format right?", line=1) from None
+                             f"{ascii(shown)}): is --trace-format right?", line=1) from None
     width = max(index.values()) + 1
     for row in reader:
         line = reader.line_num

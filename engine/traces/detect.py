@@ -15,7 +15,7 @@ def detect(path: str, head: bytes) -> str:
     """The format of the file at `path` whose first bytes are `head`."""
     text = head.lstrip(b"\xef\xbb\xbf").lstrip()
     if not text:
-        raise TraceError(f"{path}: the file is empty: nothing to replay")
+        raise TraceError(f"trace {path}: the file is empty: nothing to replay")
     first = text.split(b"\n", 1)[0].lower()
     if text[:1] == b"{":
         if b'"input_length"' in first:
@@ -23,13 +23,13 @@ def detect(path: str, head: bytes) -> str:
         if b'"input_lens"' in text or b'"output_lens"' in text:
             return "vllm-bench"
         if b'"completed"' in text and b'"duration"' in text:
-            raise TraceError(f"{path}: a vllm bench serve result without per-request lengths: "
+            raise TraceError(f"trace {path}: a vllm bench serve result without per-request lengths: "
                              f"save it with --save-result --save-detailed")
     elif b"contexttokens" in first and b"generatedtokens" in first:
         return "azure"
     elif b"request tokens" in first and b"response tokens" in first:
         return "burstgpt"
-    raise TraceError(f"{path}: cannot tell the trace's format from its first line: give "
+    raise TraceError(f"trace {path}: cannot tell the trace's format from its first line: give "
                      f"--trace-format {'|'.join(FORMATS)}")
 
 

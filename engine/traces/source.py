@@ -54,6 +54,8 @@ def resolve(spec: Any) -> Any:
     path = os.path.abspath(os.path.expanduser(spec.trace))
     try:
         head = head_of(path)
+        if not head.strip():
+            raise TraceError(f"trace {path}: the file is empty: nothing to replay")
         fmt = detect(path, head) if spec.trace_format == "auto" else spec.trace_format
         digest = file_sha256(path)
     except OSError as exc:
@@ -151,6 +153,10 @@ class TraceSource:
             yield TraceRequest(row.line, offset / speed, row.input_len, output, row.hash_ids)
             if limit is not None and kept >= limit:
                 return
+        if not kept:
+            after = f" at or after --trace-start {start:g} s" if start else ""
+            skipped = f" ({stats.skipped} bad lines skipped)" if stats.skipped else ""
+            raise TraceError(f"trace {self.path}: no request to replay{after}{skipped}")
 
     @staticmethod
     def _check(row: TraceRow, last_s: float, last_line: int, max_len: int) -> str | None:
