@@ -63,7 +63,7 @@ def resolve(spec: Any) -> Any:
     if spec.trace_sha256 is not None and spec.trace_sha256.lower() != digest:
         raise TraceError(f"trace {path}: its sha256 is {digest[:16]}... and the run names "
                          f"{spec.trace_sha256[:16]}...: the file changed since it was recorded "
-                         f"(restore it, or drop --trace-sha256 to run the new one)")
+                         f"(restore it; a new run of the changed file records its own sha256)")
     return msgspec.structs.replace(spec, trace=path, trace_format=fmt, trace_sha256=digest)
 
 

@@ -5,6 +5,8 @@ JSON: readable in the log panel, and parsed back here and only here."""
 
 from __future__ import annotations
 
+import os
+
 import msgspec
 
 LOGGER = "observatory.trace"
@@ -28,6 +30,28 @@ class TraceStats(msgspec.Struct, kw_only=True):
 
     def message(self) -> str:
         return _PREFIX + msgspec.json.encode(self).decode()
+
+
+def label(spec: dict) -> str | None:
+    """A recording's trace in a few words, from its header's spec: the file name, the first 12
+    hex digits of its sha256, the slice and the speed ("mooncake.jsonl 3f2a9c01b4de
+    from 60s first 500 x2"); None for a run without a trace. Two runs of different traces (or
+    slices of one) never share a label."""
+    path = spec.get("trace")
+    if not path:
+        return None
+    words = [os.path.basename(path), str(spec.get("trace_sha256") or "?")[:12]]
+    if spec.get("trace_start"):
+        words.append(f"from {spec['trace_start']:g}s")
+    if spec.get("trace_limit") is not None:
+        words.append(f"first {spec['trace_limit']}")
+    if spec.get("trace_speed", 1.0) != 1.0:
+        words.append(f"x{spec['trace_speed']:g}")
+    if spec.get("trace_n", 1) != 1:
+        words.append(f"n={spec['trace_n']}")
+    if spec.get("trace_skip_bad"):
+        words.append("skip-bad")
+    return " ".join(words)
 
 
 def parse(message: str) -> TraceStats | None:
