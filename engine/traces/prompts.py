@@ -20,29 +20,45 @@ Ids stay below 50,000 (inside every packaged model's vocabulary), from 3 up (cle
 
 from __future__ import annotations
 
+from collections import deque
 from functools import lru_cache
 
 from engine.traces.rows import BLOCK_TOKENS
 
 _SPAN = 49_000  # two tokens of base _SPAN encode a line or id up to 2.4e9
+_CYCLE = 49_990
+# One cycle of the stride-17 pattern every prompt's tokens follow (17 and 49,990 are coprime,
+# so it visits every id once), twice over: a prompt's pattern is a slice of it, made in C and
+# sharing these int objects, which keeps a million prompts fast and their memory flat.
+_PATTERN = [(17 * j) % _CYCLE + 3 for j in range(_CYCLE)] * 2
+_CACHED_BLOCKS = 1024
 
 
 def _pair(value: int) -> list[int]:
     return [(value // _SPAN) % _SPAN + 3, value % _SPAN + 3]
 
 
-@lru_cache(maxsize=8192)
+def _pattern(seed: int, count: int) -> list[int]:
+    """`count` tokens of the pattern from a place chosen by `seed`."""
+    start = seed % _CYCLE
+    if count <= _CYCLE:
+        return _PATTERN[start:start + count]
+    whole, rest = divmod(count, _CYCLE)
+    return (_PATTERN[start:start + _CYCLE] * whole) + _PATTERN[start:start + rest]
+
+
+@lru_cache(maxsize=_CACHED_BLOCKS)
 def block_tokens(hash_id: int) -> tuple[int, ...]:
-    """The 512 tokens of trace block `hash_id`: the id, then a pattern seeded by it."""
-    base = hash_id * 7919
-    return tuple(_pair(hash_id) + [(base + 31 * k) % 49_990 + 3 for k in range(BLOCK_TOKENS - 2)])
+    """The 512 tokens of trace block `hash_id`: the id, then the pattern seeded by it."""
+    return tuple(_pair(hash_id) + _pattern(hash_id * 7919, BLOCK_TOKENS - 2))
 
 
 def own_tokens(line: int, count: int) -> list[int]:
-    """`count` tokens no other line has: the line number, then a pattern seeded by it."""
-    base = line * 104_729
+    """`count` tokens no other line has: the line number, then the pattern seeded by it."""
     head = _pair(line + 1_000_000_000)  # never a hash id's pair for ids < 1e9
-    return (head + [(base + 17 * k) % 49_990 + 3 for k in range(max(0, count - 2))])[:count]
+    if count <= 2:
+        return head[:count]
+    return head + _pattern(line * 104_729, count - 2)
 
 
 def prompt_tokens(line: int, input_len: int, hash_ids: list[int] | None) -> list[int]:
@@ -59,15 +75,28 @@ def prompt_tokens(line: int, input_len: int, hash_ids: list[int] | None) -> list
     return ids + own_tokens(line, input_len - len(ids))
 
 
+MEMORY_BLOCKS = 200_000
+"""Trace blocks PrefixAllowance remembers (the most recent): 100M tokens, more than any KV
+cache and CPU tier hold, in ~20 MB, so a million-request trace streams in flat memory."""
+
+
 class PrefixAllowance:
     """Prompt tokens a prefix cache that kept everything could serve, sample by sample: the
     upper bound a run's prefix-cache hits are measured against. Blocks are keyed by their
-    chain of ids (a block is reusable only after the same ids from the first one on)."""
+    chain of ids (a block is reusable only after the same ids from the first one on); the
+    last MEMORY_BLOCKS distinct blocks are remembered."""
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
         self._seen: set[int] = set()
+        self._order: deque[int] = deque()  # the oldest is forgotten first
         self.tokens = 0
+
+    def _remember(self, key: int) -> None:
+        self._seen.add(key)
+        self._order.append(key)
+        if len(self._order) > MEMORY_BLOCKS:
+            self._seen.discard(self._order.popleft())
 
     def add(self, input_len: int, hash_ids: list[int] | None, repeat: bool) -> None:
         """One sample; `repeat`: an earlier sample had this very prompt (--trace-n)."""
@@ -77,13 +106,12 @@ class PrefixAllowance:
             for hash_id in hash_ids[:-(-input_len // BLOCK_TOKENS)]:
                 key = hash((key, hash_id))
                 if key not in self._seen:
-                    self._seen.add(key)
+                    self._remember(key)
                     break
                 blocks += 1
-            seen = self._seen
             for hash_id in hash_ids[blocks + 1:-(-input_len // BLOCK_TOKENS)]:
                 key = hash((key, hash_id))
-                seen.add(key)
+                self._remember(key)
             shared = min(input_len, blocks * BLOCK_TOKENS)
         usable = min(shared, input_len - 1)  # vLLM always computes the last prompt token
         self.tokens += usable - usable % self.block_size
