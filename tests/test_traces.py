@@ -8,7 +8,6 @@ of the format, not with numbers copied into the test."""
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import os
@@ -26,24 +25,9 @@ from engine.traces.prompts import BLOCK_TOKENS, PrefixAllowance, prompt_tokens
 from engine.traces.source import TraceSource, resolve
 from engine.traces.stats import label
 from engine.workload import Workload
+from trace_fixtures import FIXTURES, plain
 
-FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def plain(name: str) -> list[tuple[int, int]]:
-    """(input, output) of each request of a fixture, read with json/csv directly."""
-    path = FIXTURES / name
-    if name.endswith(".jsonl"):
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        return [(r["input_length"], r["output_length"]) for r in rows]
-    if name.endswith(".json"):
-        data = json.loads(path.read_text())
-        return list(zip(data["input_lens"], data["output_lens"]))
-    rows = list(csv.DictReader(path.open(newline="")))
-    if "ContextTokens" in rows[0]:
-        return [(int(r["ContextTokens"]), int(r["GeneratedTokens"])) for r in rows]
-    return [(int(r["Request tokens"]), int(r["Response tokens"])) for r in rows]
 
 
 FORMATS = {"mooncake.jsonl": "mooncake", "azure.csv": "azure", "burstgpt.csv": "burstgpt",
