@@ -23,8 +23,8 @@ def detect(path: str, head: bytes) -> str:
         if b'"input_lens"' in text or b'"output_lens"' in text:
             return "vllm-bench"
         if b'"completed"' in text and b'"duration"' in text:
-            raise TraceError(f"trace {path}: a vllm bench serve result without per-request lengths: "
-                             f"save it with --save-result --save-detailed")
+            raise TraceError(f"trace {path}: a vllm bench serve result without per-request "
+                             f"lengths: save it with --save-result --save-detailed")
     elif b"contexttokens" in first and b"generatedtokens" in first:
         return "azure"
     elif b"request tokens" in first and b"response tokens" in first:
