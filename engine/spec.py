@@ -51,6 +51,11 @@ def _check_toggles(toggles: list[tuple[int, str]]) -> None:
         parse_policy(policy)
 
 
+def _check_sha256(digest: str) -> None:
+    if len(digest) != 64 or any(c not in "0123456789abcdefABCDEF" for c in digest):
+        raise ConfigError(f"a sha256 is 64 hex digits, got {digest[:70]!r}")
+
+
 def _check_cost(cost: CostModel) -> None:
     check_struct(cost, lambda option: f"--cost {option.name}")
 
@@ -188,7 +193,7 @@ class RunSpec(msgspec.Struct, kw_only=True):
     # verify refuses a changed file
     trace_sha256: Annotated[str | None, Setting(
         "the trace file's expected sha256 (default: whatever it is; the header records it)",
-        metavar="HEX")] = None
+        metavar="HEX", check=_check_sha256)] = None
     # sim backend: chance per generated token that the "model" says EOS
     eos_prob: Annotated[float, Setting(
         "sim: chance per generated token of EOS", lo=0, hi=1, hi_open=True)] = 0.0

@@ -56,7 +56,8 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
                          ("flags", given)]).validated()
     from engine.traces.source import resolve
 
-    return resolve(spec)  # a trace's path, format and sha256, before vLLM loads
+    resolve(spec)  # a missing, unreadable or unrecognised trace fails here, before vLLM loads;
+    return spec  # the run pins its path, format and sha256 itself (engine.session), per cell
 
 
 def record_target(args: argparse.Namespace, spec: RunSpec) -> str | None:
