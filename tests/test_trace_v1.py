@@ -58,14 +58,15 @@ def test_trace_n_runs_n_requests_of_one_prompt():
 
 
 def test_the_cpu_tier_serves_prefixes_that_fell_out_of_gpu_kv():
-    """160 GPU blocks hold about two of the four 64-block prefixes with their requests, and the
-    requests cycle through all four: a prefix is evicted before its group comes back, and
-    vLLM's CPU tier (its OffloadingConnector) serves it."""
-    spec = RunSpec(trace=MOONCAKE, enable_prefix_caching=True, num_gpu_blocks=160,
-                   kv_offloading_gib=0.17)
-    summary = summarize(run(spec))
-    assert summary.finished_requests == 40
+    """200 GPU blocks hold three of the four 64-block prefixes with a request's own blocks,
+    and the requests cycle through all four (at a quarter of the trace's speed, one at a time:
+    no preemption): each prefix is evicted before its group comes back, and vLLM's CPU tier
+    (its OffloadingConnector) serves it."""
+    fields = dict(trace=MOONCAKE, enable_prefix_caching=True, num_gpu_blocks=200,
+                  trace_speed=0.25)
+    summary = summarize(run(RunSpec(kv_offloading_gib=0.17, **fields)))
+    assert summary.finished_requests == 40 and summary.preemptions == 0
     assert summary.cpu_tier_hit_tokens > 0 and summary.cpu_tier_loads > 0
-    without = summarize(run(RunSpec(trace=MOONCAKE, enable_prefix_caching=True,
-                                    num_gpu_blocks=160)))
+    without = summarize(run(RunSpec(**fields)))
+    assert without.finished_requests == 40
     assert summary.prefix_hit_tokens > without.prefix_hit_tokens

@@ -26,6 +26,8 @@ class TraceStats(msgspec.Struct, kw_only=True):
     # prompt tokens vLLM's prefix cache could serve if it kept everything: for each sample,
     # the leading trace blocks (hash_ids) an earlier sample had, or the whole prompt of a
     # repeated sample, in full engine blocks and leaving the last prompt token to compute
+    # (a preempted request that hits its own blocks again when it resumes is a hit the bound
+    # does not count: with preemptions, hits can exceed it)
     prefix_tokens_allowed: int = 0
 
     def message(self) -> str:
