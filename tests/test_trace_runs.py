@@ -122,3 +122,15 @@ def test_verify_replays_a_trace_recording_and_refuses_a_changed_trace(tmp_path):
     assert proc.returncode == ExitStatus.USAGE
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "sha256" in lines[0] and str(trace) in lines[0], proc.stderr
+
+
+@pytest.mark.skipif(V1_INSTALLED, reason="V0's output-length model (V1 has none)")
+def test_a_trace_forces_lengths_over_the_presets_length_model():
+    """seed-5578-fitted ends every V0 sequence early by its length model; a trace's lengths
+    win, so every request still generates exactly its trace's output."""
+    from engine.spec import preset_spec
+
+    spec = preset_spec("seed-5578-fitted", trace=str(FIXTURES / "azure.csv"), eos_prob=0.2)
+    summary = summarize(run(spec))
+    assert summary.finished_requests == len(plain("azure.csv"))
+    assert summary.generated_tokens == sum(o for _, o in plain("azure.csv"))
