@@ -37,7 +37,8 @@ _FOR_ERROR: dict[type[ObservatoryError], ExitStatus] = {
     PeerError: ExitStatus.USAGE,
     EngineError: ExitStatus.USAGE,
 }
-_FOR_END_REASON = {"aborted": ExitStatus.ABORTED, "observer_error": ExitStatus.OBSERVER_ERROR}
+_FOR_END_REASON = {"aborted": ExitStatus.ABORTED, "observer_error": ExitStatus.OBSERVER_ERROR,
+                   "bad_trace": ExitStatus.USAGE}  # a --trace row that is bad, mid-run
 
 
 def for_error(exc: BaseException) -> ExitStatus:

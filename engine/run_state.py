@@ -40,7 +40,7 @@ class RunState(str, Enum):
 OVER_STATES = frozenset({RunState.FINISHED, RunState.ABORTED, RunState.STOPPED, RunState.FAILED})
 
 _STATE_FOR_END = {"aborted": RunState.ABORTED, "stopped": RunState.STOPPED,
-                  "observer_error": RunState.FAILED}
+                  "observer_error": RunState.FAILED, "bad_trace": RunState.FAILED}
 
 
 def state_for_end(reason: str) -> RunState:

@@ -18,6 +18,10 @@ Two kinds of failure end a run, and the stream says which:
   RunFinished(reason="observer_error"). The hooks wrap their own exceptions in HookError so the
   two can be told apart even though both come out of `step()`.
 The engine is not reusable after either; start a new Session with the same spec.
+A third is the user's input: a trace (--trace) whose row turns out bad mid-stream ends the run
+with a LogLine naming the line (logger observatory.trace, ERROR) and RunFinished(reason=
+"bad_trace"), exit 2; the records up to there are kept. A trace run also records its trace stats
+(engine.traces.stats) as an INFO LogLine just before its RunFinished.
 
 What differs between vLLM's V0 engine and its V1 engine (building it, the hooks, reading a step)
 is behind one driver (engine.adapters.driver), picked by the installed release; the session is
@@ -66,6 +70,9 @@ from engine.stream.protocol import AddBurst, Pause, Resume, SetPolicy, Stop
 from engine.stream.records import (MEASURED_RESOLUTION_S, SCHEMA_VERSION, Arrivals,
                                    EngineAborted, Header, LogLine, measured,
                                    ObserverError, PolicyChanged, Record, RunFinished)
+from engine.traces import source as trace_source
+from engine.traces.rows import TraceError
+from engine.traces.stats import LOGGER as TRACE_LOGGER
 from engine.workload import Request, Workload
 
 Item = Header | Record
@@ -181,14 +188,15 @@ class Session:
         """Build the engine on the calling thread. Raises ConfigError for bad settings."""
         if self._driver is not None:
             return
-        spec = self.spec.validated()
+        spec = self.spec = trace_source.resolve(self.spec.validated())  # its path and sha256
         kind = installed_engine_kind()  # refused before the engine is built, in one line
         for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
             require_engine_kind(policy, kind)
         self._on_progress("building the engine", "")
         driver = open_driver(spec, self._policy)
         self._on_progress("building the engine", driver.blocks_line())
-        self._workload = Workload(spec, driver.max_model_len, driver.count_tokens)
+        self._workload = Workload(spec, driver.max_model_len, driver.count_tokens,
+                                  fan_out_samples=driver.kind == "v1")
         self._driver = driver
         self.header = Header(
             schema=SCHEMA_VERSION,
@@ -305,6 +313,11 @@ class Session:
             if first_arrivals is not None:
                 self._emit(first_arrivals)
             reason, last = self._loop(pending, upcoming), None
+        except TraceError as exc:  # the user's trace, not vLLM's or our fault
+            self._emit_logs(self._step)
+            self._emit(LogLine(step=self._step, level="ERROR", logger=TRACE_LOGGER,
+                               message=str(exc)))
+            reason, last = "bad_trace", None
         except _EngineFault as fault:  # vLLM raised: that is an engine abort
             self._emit_logs(self._step)
             reason, last = "aborted", self._abort_record(fault.cause)
@@ -319,6 +332,10 @@ class Session:
         if last is not None:
             self._emit(last)
         self._emit_logs(self._step)
+        stats = self._workload.trace_stats
+        if stats is not None:
+            self._emit(LogLine(step=self._step, level="INFO", logger=TRACE_LOGGER,
+                               message=stats.message()))
         self._finish(reason)
         if frozen:
             gc.unfreeze()

@@ -51,6 +51,11 @@ def _check_toggles(toggles: list[tuple[int, str]]) -> None:
         parse_policy(policy)
 
 
+def _check_sha256(digest: str) -> None:
+    if len(digest) != 64 or any(c not in "0123456789abcdefABCDEF" for c in digest):
+        raise ConfigError(f"a sha256 is 64 hex digits, got {digest[:70]!r}")
+
+
 def _check_cost(cost: CostModel) -> None:
     check_struct(cost, lambda option: f"--cost {option.name}")
 
@@ -157,6 +162,38 @@ class RunSpec(msgspec.Struct, kw_only=True):
     arrival_rate: Annotated[float | None, Setting(
         "requests per second: simulated on sim, wall clock on gpu (default: all at t=0)", lo=0, lo_open=True,
         hi=1e9)] = None
+    # a request trace replayed as the workload (engine/traces): each row arrives at its trace
+    # time on the run's clock with its prompt length and its output length forced; the
+    # workload fields above (requests, lengths, arrival rate, n, shared prefixes) are unused
+    trace: Annotated[str | None, Setting(
+        "replay this request trace as the workload: each request arrives at its trace time "
+        "with its prompt and output lengths (Mooncake JSONL, Azure CSV, BurstGPT CSV, vllm "
+        "bench serve --save-result --save-detailed JSON; the other workload settings are "
+        "unused); Mooncake hash_ids become shared prompt blocks, 512 trace tokens = "
+        "512/--block-size engine blocks", metavar="FILE")] = None
+    trace_format: Annotated[str, Setting(
+        "the trace's format (auto: from its first line)",
+        choices=("auto", "mooncake", "azure", "burstgpt", "vllm-bench"))] = "auto"
+    trace_start: Annotated[float, Setting(
+        "start this many trace seconds after its first request (earlier ones are skipped)",
+        lo=0, hi=1e9, metavar="S")] = 0.0
+    trace_limit: Annotated[int | None, Setting(
+        "replay the first N requests (after --trace-start) (default: all)", lo=1,
+        hi=1_000_000_000)] = None
+    trace_speed: Annotated[float, Setting(
+        "time compression: arrivals come X times faster than the trace's", lo=0, lo_open=True,
+        hi=1e6)] = 1.0
+    trace_n: Annotated[int, Setting(
+        "samples per trace request (verl-style rollouts): V0 runs vLLM's n, V1 N requests "
+        "with one prompt, ids LINE.K", lo=1, hi=4096)] = 1
+    trace_skip_bad: Annotated[bool, Setting(
+        "skip a trace's bad lines and count them in the summary (default: one line naming "
+        "the first, exit 2)", flag="--trace-skip-bad")] = False
+    # filled in when the run starts (engine/traces/source.py): recorded in the header, so
+    # verify refuses a changed file
+    trace_sha256: Annotated[str | None, Setting(
+        "the trace file's expected sha256 (default: whatever it is; the header records it)",
+        metavar="HEX", check=_check_sha256)] = None
     # sim backend: chance per generated token that the "model" says EOS
     eos_prob: Annotated[float, Setting(
         "sim: chance per generated token of EOS", lo=0, hi=1, hi_open=True)] = 0.0
@@ -197,6 +234,11 @@ class RunSpec(msgspec.Struct, kw_only=True):
         return from_mapping(cls, data, where)
 
     @property
+    def samples(self) -> int:
+        """Sequences per request on V0 (vLLM's n): --trace-n for a trace, else --n."""
+        return self.trace_n if self.trace is not None else self.n
+
+    @property
     def model_name(self) -> str:
         if self.model:
             return self.model
@@ -205,7 +247,10 @@ class RunSpec(msgspec.Struct, kw_only=True):
     def validated(self) -> "RunSpec":
         """Return self if every field makes sense, else raise ConfigError (one line)."""
         check_struct(self)
-        if self.n > self.max_num_seqs:
+        if self.trace is not None and self.trace_n > self.max_num_seqs:
+            raise ConfigError(f"--trace-n {self.trace_n} is more than --max-num-seqs "
+                              f"{self.max_num_seqs}: vLLM could never schedule a request")
+        if self.n > self.max_num_seqs and self.trace is None:
             raise ConfigError(f"--n {self.n} is more than --max-num-seqs {self.max_num_seqs}: "
                               f"vLLM could never schedule a request (each sample needs a "
                               f"sequence slot)")
@@ -213,7 +258,7 @@ class RunSpec(msgspec.Struct, kw_only=True):
         if self.min_tokens is not None and self.min_tokens > self.max_tokens:
             raise ConfigError(f"--min-tokens {self.min_tokens} is more than --max-tokens "
                               f"{self.max_tokens}: give MIN <= --max-tokens")
-        if self.shared_prefixes and self.prompt_len is None:
+        if self.shared_prefixes and self.prompt_len is None and self.trace is None:
             raise ConfigError("--shared-prefixes needs --prompt-len (each request's own tokens "
                               "after its prefix)")
         if self.prompt_len_max is not None:

@@ -16,6 +16,13 @@ seed) or a Poisson process of --arrival-rate requests per simulated second. With
 --shared-prefixes N, request i's prompt starts with shared prefix i mod N (--shared-prefix-len
 tokens), then its own tokens: what prefix caching and V1's CPU tier reuse. Bursts (the TUI's
 `a` key) continue the same prompt sequence, so a recording's bursts replay identically.
+
+With --trace FILE the requests are the trace's instead (engine/traces): each row arrives at its
+trace time, with its prompt length and its output length as max_tokens (V1 ignores EOS, so it
+ends exactly there; V0's sim never says EOS unless --eos-prob), and its line number as its id.
+With --trace-n N, V1 gets N requests per row (ids LINE.0 ... LINE.N-1, one prompt), as vLLM's V1
+frontend makes of n=N; V0 gets one request of n=N. Bursts during a trace are synthetic
+requests with ids b<index>, never a line number.
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ from typing import Callable, Iterator
 
 from engine.errors import ConfigError, EngineError
 from engine.spec import RunSpec
+from engine.traces.prompts import PrefixAllowance, prompt_tokens
+from engine.traces.source import TraceSource
+from engine.traces.stats import TraceStats
 
 SEED_PREFIX = "```python\n"
 SEED_SLICE = 1000
@@ -64,13 +74,19 @@ class Workload:
     """Deterministic request source for one run."""
 
     def __init__(self, spec: RunSpec, max_model_len: int,
-                 count_tokens: Callable[[str], list[int]] | None = None) -> None:
+                 count_tokens: Callable[[str], list[int]] | None = None,
+                 fan_out_samples: bool = False) -> None:
         self.spec = spec
         self.max_model_len = max_model_len
         self._count_tokens = count_tokens
         self._rng = random.Random(spec.seed)
         self._next_index = 0
         self._clock = 0.0
+        self._trace = TraceSource(spec, max_model_len) if spec.trace is not None else None
+        self._fan = spec.trace_n if fan_out_samples else 1
+        self._allowance = PrefixAllowance(spec.block_size)
+        if self._trace is not None:
+            return  # the trace gives every length; its rows are checked as they are read
         prefix = self.prefix_len
         if spec.prompt_len is not None and prefix + spec.prompt_len >= max_model_len:
             what = f"a shared prefix of {prefix} + " if prefix else ""
@@ -127,10 +143,37 @@ class Workload:
         self._next_index += 1
         length, max_tokens = self._draws(index)
         ids, text = self._prompt(index, length)
-        return Request(str(index), ids, text, arrival_s, max_tokens)
+        request_id = str(index) if self._trace is None else f"b{index}"
+        return Request(request_id, ids, text, arrival_s, max_tokens)
+
+    @property
+    def trace_stats(self) -> TraceStats | None:
+        """What the trace's rows read so far add up to (None: not a trace run)."""
+        if self._trace is None:
+            return None
+        self._trace.stats.prefix_tokens_allowed = self._allowance.tokens
+        return self._trace.stats
+
+    def _trace_requests(self) -> Iterator[Request]:
+        assert self._trace is not None
+        fan, allow = self._fan, self._allowance.add
+        for row in self._trace.requests():
+            ids = prompt_tokens(row.line, row.input_len, row.hash_ids)
+            allow(row.input_len, row.hash_ids, False)  # V0's n sequences share by forking
+            if fan == 1:
+                yield Request(str(row.line), ids, None, row.arrival_s, row.output_len)
+                continue
+            for k in range(fan):
+                if k:
+                    allow(row.input_len, None, True)
+                yield Request(f"{row.line}.{k}", list(ids), None, row.arrival_s,
+                              row.output_len)
 
     def initial(self) -> Iterator[Request]:
         """The run's own requests in arrival order."""
+        if self._trace is not None:
+            yield from self._trace_requests()
+            return
         rate = self.spec.arrival_rate
         for _ in range(self.spec.requests):
             if rate is not None:

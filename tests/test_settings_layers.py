@@ -20,6 +20,7 @@ from engine.options import iter_flags
 from engine.spec import RunSpec
 from engine.sweep.grid import NOT_GRIDDABLE, expand
 
+TRACE = str(Path(__file__).parent / "fixtures" / "traces" / "azure.csv")
 # field -> (text for a flag and a grid value, the same value as TOML), all unlike the demo
 # preset's own values, so a layer that is ignored shows.
 SAMPLES: dict[str, tuple[str, str]] = {
@@ -60,6 +61,14 @@ SAMPLES: dict[str, tuple[str, str]] = {
     "shared_prefix_len": ("256", "256"),
     "min_tokens": ("16", "16"),
     "prompt_len_max": ("64", "64"),
+    "trace": (TRACE, f'"{TRACE}"'),
+    "trace_format": ("azure", '"azure"'),
+    "trace_start": ("1.5", "1.5"),
+    "trace_limit": ("12", "12"),
+    "trace_speed": ("2.5", "2.5"),
+    "trace_n": ("2", "2"),
+    "trace_skip_bad": ("true", "true"),
+    "trace_sha256": ("ab" * 32, f'"{"ab" * 32}"'),
 }
 FLAGS = dict(iter_flags(RunSpec))
 HINTS = typing.get_type_hints(RunSpec, include_extras=True)

@@ -23,6 +23,7 @@ from engine.stream.run import Recording
 from engine.stream.records import StepRecord
 from engine.analysis.summary import summarize
 from engine.timeaxis import axis_named, axis_of
+from engine.traces.stats import label as trace_label
 
 
 class RunMetrics(msgspec.Struct, kw_only=True):
@@ -38,6 +39,7 @@ class RunMetrics(msgspec.Struct, kw_only=True):
     ttft_p99_s: float | None
     withheld_steps: int  # steps in which the policy withheld new prefills
     time_axis: str = "sim"  # "sim" or "gpu" (engine.timeaxis)
+    trace: str | None = None  # the replayed trace (engine.traces.stats.label); None: a preset
 
 
 class V1RunMetrics(RunMetrics, kw_only=True):
@@ -92,6 +94,7 @@ def run_metrics(recording: Recording) -> RunMetrics:
         ttft_p99_s=round(_percentile(ttfts, 99), 4) if ttfts else None,
         withheld_steps=summary.prefill_blocked_steps,
         time_axis=axis.name,
+        trace=trace_label(recording.header.spec),
     )
 
 
@@ -145,6 +148,8 @@ def format_table(metrics: Sequence[RunMetrics]) -> str:
         rows = tuple(r for r in _ROWS if r[1] not in gone)
     if any(isinstance(m, V1RunMetrics) for m in metrics):
         rows += _V1_ROWS
+    if any(m.trace for m in metrics):
+        rows = (("trace", "trace"),) + rows
     for label, field in rows:
         row = [label.replace(_TIMED, axis)]
         for m in metrics:

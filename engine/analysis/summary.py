@@ -19,6 +19,8 @@ from typing import Iterable
 import msgspec
 
 from engine.safe_text import safe
+from engine.traces import stats as trace_stats
+from engine.traces.stats import TraceStats
 from engine.stream.records import (Arrivals, EngineAborted, Header, LogEvent, LogLine, LogWindow,
                                    PolicyChanged, Record, RunFinished, StepRecord, V1StepRecord)
 
@@ -50,6 +52,7 @@ class Summary(msgspec.Struct, kw_only=True):
     peak_committed_blocks: int | None = None
     capacity_blocks: int | None = None
     overcommitted_at_step: int | None = None
+    trace: TraceStats | None = None  # a --trace run: what its trace's rows added up to
 
 
 class V1Summary(msgspec.Struct, kw_only=True):
@@ -90,6 +93,10 @@ class V1Summary(msgspec.Struct, kw_only=True):
     cpu_tier_evictions: int = 0  # chunks evicted
     cpu_tier_hit_tokens: int = 0  # tokens served from the tier (part of prefix_hit_tokens)
     cpu_tier_wait_seconds: float = 0.0  # simulated seconds steps waited for transfers
+    trace: TraceStats | None = None  # a --trace run: what its trace's rows added up to
+    # prefix_hit_tokens against the trace's prefix_tokens_allowed (what its hash_ids and
+    # --trace-n allow), in percent; None without a trace or when it allows none
+    trace_prefix_hit_pct: float | None = None
 
     # the V0 names a comparison table reads (V1 has no swap space: its CPU is the tier)
     @property
@@ -147,6 +154,7 @@ class SummaryBuilder:
         self.tier_chunks = 0
         self.peak_tier_chunks = 0
         self.tier_wait_s = 0.0
+        self.trace: TraceStats | None = None
 
     def _add_v1(self, item: V1StepRecord) -> None:
         self.v1 = True
@@ -219,7 +227,10 @@ class SummaryBuilder:
             self.v1 = self.v1 or item.engine == "v1"
         elif isinstance(item, (LogWindow, LogEvent)):
             self._add_log(item)
-        elif isinstance(item, (Arrivals, LogLine)):
+        elif isinstance(item, LogLine):
+            if item.logger == trace_stats.LOGGER:
+                self.trace = trace_stats.parse(item.message) or self.trace
+        elif isinstance(item, Arrivals):
             pass
 
     def _add_log(self, item: LogWindow | LogEvent) -> None:
@@ -266,6 +277,7 @@ class SummaryBuilder:
             peak_committed_blocks=self.peak_committed,
             capacity_blocks=self.capacity,
             overcommitted_at_step=self.overcommitted_at,
+            trace=self.trace,
         )
 
     def _v1_result(self) -> V1Summary:
@@ -303,6 +315,11 @@ class SummaryBuilder:
             **{"cpu_tier_" + field.removeprefix("cpu_"): value
                for field, value in self.tier.items()},
             cpu_tier_wait_seconds=round(self.tier_wait_s, 6),
+            trace=self.trace,
+            trace_prefix_hit_pct=(round(100.0 * self.prefix_hits
+                                        / self.trace.prefix_tokens_allowed, 2)
+                                  if self.trace is not None
+                                  and self.trace.prefix_tokens_allowed else None),
         )
 
 
@@ -328,5 +345,8 @@ def format_summary(summary: Summary | V1Summary) -> str:
     lines = []
     for name in summary.__struct_fields__:
         value = getattr(summary, name)
+        if isinstance(value, TraceStats):
+            value = ", ".join(f"{k} {v}" for k, v in msgspec.structs.asdict(value).items()
+                              if v is not None)
         lines.append(f"{name:<{width}}  {'-' if value is None else safe(value)}")
     return "\n".join(lines)

@@ -220,6 +220,9 @@ def fitted_toml(spec: Any, best: Any, before: Any, log_name: str) -> str:
             "enable_prefix_caching", "scheduler_reserve_full_isl",
             "long_prefill_token_threshold", "kv_offloading_gib", "offload_eviction",
             "offload_bandwidth_gbps")
+    if spec.trace is not None:  # the workload the fit ran: the trace, pinned by its sha256
+        keep += ("trace", "trace_format", "trace_start", "trace_limit", "trace_speed",
+                 "trace_n", "trace_skip_bad", "trace_sha256")
     data = {k: v for k, v in spec.to_dict().items() if k in keep}
     header = [f"# fitted by `observatory fit` to {log_name}",
               f"# score {before.score:.3f} -> {best.score:.3f}; warm-up (stats clock at the "

@@ -19,6 +19,7 @@ from engine.errors import EngineError
 from engine.safe_text import safe
 from engine.stream.protocol import RecordingStatus
 from engine.stream.records import LogLine, ObserverError, StepRecord, V1StepRecord
+from engine.traces.stats import LOGGER as TRACE_LOGGER
 
 
 class Progress:
@@ -48,6 +49,9 @@ class Progress:
                            f"{item.waiting:>5}  GPU {item.gpu_pct:5.1f}%  preempted "
                            f"{item.preemptions_total:>5}  tax {item.recompute_tax:.2f}  "
                            f"finished {item.finished_total:>5}  policy {item.policy}")
+        elif kind is LogLine and item.logger == TRACE_LOGGER:
+            if item.level == "ERROR":  # the run's one line about a bad trace row
+                self._line(f"observatory: {safe(item.message)}")
         elif kind is LogLine and (self.verbose or (
                 item.level in ("WARNING", "ERROR", "CRITICAL")
                 and item.logger.startswith("vllm.core"))):

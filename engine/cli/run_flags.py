@@ -52,8 +52,12 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
         raise ConfigError("give --num-cpu-blocks or --swap-space, not both")
     layers = [(args.config, options.load_config(RunSpec, args.config))] if args.config else []
     # the default preset depends on the engine kind (a layer's `preset` overrides it)
-    return resolve_spec([("default", {"preset": default_preset()}), *layers,
+    spec = resolve_spec([("default", {"preset": default_preset()}), *layers,
                          ("flags", given)]).validated()
+    from engine.traces.source import resolve
+
+    resolve(spec)  # a missing, unreadable or unrecognised trace fails here, before vLLM loads;
+    return spec  # the run pins its path, format and sha256 itself (engine.session), per cell
 
 
 def record_target(args: argparse.Namespace, spec: RunSpec) -> str | None:

@@ -374,7 +374,7 @@ class RunFinished(msgspec.Struct, tag="end", tag_field="kind", kw_only=True, gc=
     """The stream is over. `steps` counts completed steps (the aborting step not included)."""
 
     steps: Count
-    reason: str  # "completed", "max_steps", "stopped", "aborted"
+    reason: str  # "completed", "max_steps", "stopped", "aborted", "observer_error", "bad_trace"
     sim_s: Seconds
     wall_s: Seconds
 

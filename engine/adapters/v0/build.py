@@ -142,8 +142,12 @@ def executor_class(spec: RunSpec, config: Any) -> type:
     if spec.backend == "sim":
         from engine.adapters.v0.sim_executor import SimExecutor
 
+        from engine.output_lengths import OutputLengths
+
+        forced = spec.trace is not None  # a trace forces each request's output length
         return SimExecutor.configured(spec.num_gpu_blocks, spec.num_cpu_blocks, spec.seed,
-                                      spec.eos_prob, spec.lengths)
+                                      0.0 if forced else spec.eos_prob,
+                                      OutputLengths() if forced else spec.lengths)
     return fam.gpu_executor_class(config)
 
 

@@ -46,7 +46,7 @@ class V0Driver:
         if params is None:
             from vllm import SamplingParams
 
-            params = SamplingParams(n=self.spec.n, max_tokens=max_tokens,
+            params = SamplingParams(n=self.spec.samples, max_tokens=max_tokens,
                                     stop_token_ids=list(self.built.stop_token_ids))
             self._params[max_tokens] = params
         return params

@@ -38,11 +38,11 @@ class BuiltV1Engine:
 
 def _check_spec(spec: RunSpec) -> None:
     """What the V1 line of the observatory does not run, as one line each."""
-    if spec.prompt_len is None:
+    if spec.prompt_len is None and spec.trace is None:  # a trace gives every prompt's length
         raise ConfigError("the V1 engine needs --prompt-len (the seed's prompts are V0's "
                           "scheduler.py, which vLLM 0.33 does not have): use a v1-* preset, "
                           "e.g. --preset v1-thrash")
-    if spec.n != 1:
+    if spec.n != 1 and spec.trace is None:  # a trace's samples: --trace-n (engine.workload)
         raise ConfigError(f"--n {spec.n}: the V1 line runs one sample per request: use --n 1 "
                           f"(or a v1-* preset)")
     if spec.preemption_mode == "swap":

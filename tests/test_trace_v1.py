@@ -1,0 +1,72 @@
+"""Mooncake's shared prefixes through vLLM V1's own prefix cache and CPU tier (vllm033 only;
+PYTHONHASHSEED=0): the hash_ids of tests/fixtures/traces/mooncake.jsonl (4 prefixes of 2 trace
+blocks, 40 requests) must turn into hits on the blocks they allow, and --trace-n N into N
+requests of one prompt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine.analysis.summary import summarize
+from engine.spec import RunSpec
+from engine.stream.records import Arrivals
+from trace_fixtures import FIXTURES, plain
+from v1_required import needs_v1, require_hash_seed
+
+require_hash_seed()
+pytestmark = needs_v1
+
+MOONCAKE = str(FIXTURES / "mooncake.jsonl")
+
+
+def run(spec: RunSpec) -> list[Any]:
+    from engine.session import Session
+
+    items: list[Any] = []
+    session = Session(spec)
+    session.subscribe(items.append)
+    session.run()
+    return items
+
+
+def test_the_prefix_cache_hits_what_the_hash_ids_allow():
+    summary = summarize(run(RunSpec(trace=MOONCAKE, enable_prefix_caching=True)))
+    assert summary.finished_requests == 40
+    allowed = summary.trace.prefix_tokens_allowed
+    assert allowed > 0 and summary.prefix_hit_tokens <= allowed
+    assert summary.trace_prefix_hit_pct >= 90.0
+    assert summary.prompt_tokens + summary.prefix_hit_tokens == sum(i for i, _ in plain(
+        "mooncake.jsonl"))
+
+
+def test_without_prefix_caching_nothing_hits():
+    summary = summarize(run(RunSpec(trace=MOONCAKE, trace_limit=8)))
+    assert summary.prefix_hit_tokens == 0 and summary.trace.prefix_tokens_allowed > 0
+
+
+def test_trace_n_runs_n_requests_of_one_prompt():
+    items = run(RunSpec(trace=MOONCAKE, trace_limit=6, trace_n=3, enable_prefix_caching=True))
+    ids = [rid for a in items if isinstance(a, Arrivals) for rid in a.request_ids]
+    assert ids == [f"{line}.{k}" for line in range(1, 7) for k in range(3)]
+    summary = summarize(items)
+    assert summary.finished_requests == 18
+    expected = plain("mooncake.jsonl")[:6]
+    assert summary.generated_tokens == 3 * sum(o for _, o in expected)
+    assert summary.prefix_hit_tokens > summary.trace.prefix_tokens_allowed * 0.5
+
+
+def test_the_cpu_tier_serves_prefixes_that_fell_out_of_gpu_kv():
+    """200 GPU blocks hold three of the four 64-block prefixes with a request's own blocks,
+    and the requests cycle through all four (at a quarter of the trace's speed, one at a time:
+    no preemption): each prefix is evicted before its group comes back, and vLLM's CPU tier
+    (its OffloadingConnector) serves it."""
+    fields = dict(trace=MOONCAKE, enable_prefix_caching=True, num_gpu_blocks=200,
+                  trace_speed=0.25)
+    summary = summarize(run(RunSpec(kv_offloading_gib=0.17, **fields)))
+    assert summary.finished_requests == 40 and summary.preemptions == 0
+    assert summary.cpu_tier_hit_tokens > 0 and summary.cpu_tier_loads > 0
+    without = summarize(run(RunSpec(**fields)))
+    assert without.finished_requests == 40
+    assert summary.prefix_hit_tokens > without.prefix_hit_tokens
