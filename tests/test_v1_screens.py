@@ -45,7 +45,8 @@ TOGGLE_STEP = 3000  # recordings/make_examples.py: --toggle-at 3000:whole-contex
 _release = release_for(installed_version())
 V1_ENGINE = _release is not None and _release.engine == "v1"
 needs_v1 = pytest.mark.skipif(
-    not V1_ENGINE, reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
+    not V1_ENGINE,
+    reason="needs vLLM's V1 engine (0.29.0 or 0.33.0): pip install -e '.[vllm033,test]'")
 V0_WORDS = ("swap", "group")  # V1 has no swap space and no sequence groups
 
 
