@@ -38,7 +38,10 @@ def test_vllms_scheduler_tests_keep_their_outcomes_with_the_observatory_attached
     assert attached, summary
     assert int(attached.group(1)) == int(attached.group(2)) > 100
     assert attached.group(3) == "0"
-    assert sum(outcome == "passed" for outcome in bare.values()) > 200
+    # the bare file is this release's own run: most of vLLM's file must pass in it (those that
+    # fail bare need model configs the machine lacks: 121 of 157 pass on 0.29.0, 215 of 281
+    # on 0.33.0), or "0 changed" would say little
+    assert 4 * sum(outcome == "passed" for outcome in bare.values()) >= 3 * len(bare)
 
 
 def test_a_run_of_vllms_tests_in_which_no_test_ran_fails():
