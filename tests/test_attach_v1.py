@@ -1,10 +1,10 @@
-"""The attached mode on vLLM 0.33's V1 engine (issue #19): `LLM(scheduler_cls=
+"""The attached mode on vLLM's V1 engine (0.29.0, 0.33.0) (issue #19): `LLM(scheduler_cls=
 engine.ObservedScheduler)` configured by the OBSERVATORY_* environment, and
 `engine.attach(scheduler)` on a Scheduler vLLM built, both in-process with the sim executor,
 and `observatory exec --sim` on a script whose EngineCore runs in its own process. The
 recording says what the script saw; a V0 policy is refused in one line.
 
-Needs vLLM 0.33 and PYTHONHASHSEED=0 (like tests/test_v1_engine.py).
+Needs a V1 vLLM and PYTHONHASHSEED=0 (like tests/test_v1_engine.py).
 """
 
 from __future__ import annotations
