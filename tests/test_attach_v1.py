@@ -1,10 +1,10 @@
-"""The attached mode on vLLM 0.33's V1 engine (issue #19): `LLM(scheduler_cls=
+"""The attached mode on vLLM's V1 engine (0.29.0, 0.33.0) (issue #19): `LLM(scheduler_cls=
 engine.ObservedScheduler)` configured by the OBSERVATORY_* environment, and
 `engine.attach(scheduler)` on a Scheduler vLLM built, both in-process with the sim executor,
 and `observatory exec --sim` on a script whose EngineCore runs in its own process. The
 recording says what the script saw; a V0 policy is refused in one line.
 
-Needs vLLM 0.33 and PYTHONHASHSEED=0 (like tests/test_v1_engine.py).
+Needs a V1 vLLM and PYTHONHASHSEED=0 (like tests/test_v1_engine.py).
 """
 
 from __future__ import annotations
@@ -123,3 +123,24 @@ def test_exec_sim_runs_a_v1_script_with_its_engine_core_in_a_process(tmp_path):
     steps, recorded = _recorded(path)
     assert recorded == seen["finished"] and len(recorded) == 10
     assert sum(s.generated_tokens for s in steps) == seen["generated"] == 300
+
+
+def test_exec_sim_runs_a_verl_style_rollout_with_n_samples_and_chunked_prefill(tmp_path):
+    """verl's vLLM rollout (verl pins 0.29.0): `LLM(...)` with chunked prefill and prefix
+    caching, `generate` with n=4 samples per prompt. vLLM fans each prompt out into 4 child
+    requests; the recording sees every one finish, and the tokens the script got."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = ROOT / "tests" / "fixtures" / "attach" / "v1_verl_rollout.py"
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "exec", "--sim", "--record",
+                           str(tmp_path), "--", sys.executable, str(script), MODEL],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    seen = json.loads(line[len("RESULT "):])
+    assert (seen["prompts"], seen["samples"], seen["finished"]) == (6, 24, 6)
+    (path,) = tmp_path.glob("*.jsonl.zst")
+    steps, recorded = _recorded(path)
+    assert len(recorded) == len(set(recorded)) == seen["samples"]
+    assert sum(s.generated_tokens for s in steps) == seen["generated"] == 24 * 40
+    # chunked prefill: the longest prompt (600 tokens) takes several 256-token steps
+    assert max(s.prompt_tokens for s in steps) <= 256 < sum(s.prompt_tokens for s in steps)

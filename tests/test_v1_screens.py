@@ -45,7 +45,8 @@ TOGGLE_STEP = 3000  # recordings/make_examples.py: --toggle-at 3000:whole-contex
 _release = release_for(installed_version())
 V1_ENGINE = _release is not None and _release.engine == "v1"
 needs_v1 = pytest.mark.skipif(
-    not V1_ENGINE, reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
+    not V1_ENGINE,
+    reason="needs vLLM's V1 engine (0.29.0 or 0.33.0): pip install -e '.[vllm033,test]'")
 V0_WORDS = ("swap", "group")  # V1 has no swap space and no sequence groups
 
 
@@ -512,8 +513,8 @@ def test_the_dry_run_resolves_a_v1_engine(backend, monkeypatch):
                       "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert (data["vllm_version"], data["engine"], data["api_family"]) == ("0.33.0", "v1",
-                                                                          "v033")
+    assert (data["vllm_version"], data["engine"], data["api_family"]) == \
+        (_release.version, "v1", _release.family)
     args = data["engine_args"]
     assert (args["max_num_batched_tokens"], args["scheduler_reserve_full_isl"],
             args["enable_prefix_caching"]) == (512, False, False)
@@ -528,4 +529,4 @@ def test_the_dry_run_resolves_a_v1_engine(backend, monkeypatch):
     from engine.dry_run import format_text
 
     text = format_text(data)  # what the command prints without --json
-    assert "engine v1, adapter family v033" in text and "scheduler_reserve_full_isl" in text
+    assert f"engine v1, adapter family {_release.family}" in text and "scheduler_reserve_full_isl" in text

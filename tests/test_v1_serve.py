@@ -1,4 +1,4 @@
-"""vLLM 0.33's own OpenAI server (`vllm serve`) on the observatory's sim executor and a tiny
+"""vLLM's own V1 OpenAI server (0.29.0, 0.33.0) (`vllm serve`) on the observatory's sim executor and a tiny
 model made offline, driven by vLLM's own load generator (`vllm bench serve`) and the `openai`
 client, watched and steered: a real server and real clients on a CPU-only machine, nothing
 mocked (issue #19, items 5 and 6).
@@ -12,7 +12,7 @@ Two servers start at once (each takes about a minute, mostly imports):
   --record DIR -- vllm serve DIR`, with a client of the observatory's stream protocol (what
   `observatory live --connect` speaks) that sees the steps and switches the policy.
 
-Skips without vLLM 0.33 (CI runs it in the vllm033 venv, PYTHONHASHSEED=0).
+Skips without a V1 vLLM (CI runs it in the vllm0290 and vllm033 venvs, PYTHONHASHSEED=0).
 """
 
 from __future__ import annotations

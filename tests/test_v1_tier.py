@@ -18,7 +18,7 @@ import pytest
 from engine.stream.records import (SCHEMA_VERSION, Header, RunFinished, V1StepRecord,
                                    decode_record, encode)
 
-from v1_required import needs_v1, require_hash_seed
+from v1_required import RELEASE, needs_v1, require_hash_seed
 
 require_hash_seed()
 
@@ -207,7 +207,7 @@ def test_a_dry_run_resolves_the_v1_engine_and_its_tier_without_building_it():
     from engine.spec import preset_spec
 
     data = resolve(preset_spec(PRESET).validated())
-    assert (data["engine"], data["vllm_version"]) == ("v1", "0.33.0")
+    assert (data["engine"], data["vllm_version"]) == ("v1", RELEASE.version)
     assert data["executor_class"] == "engine.adapters.v1.sim_executor.SimExecutor"
     args = data["engine_args"]
     assert (args["kv_connector"], args["kv_offloading_size_gib"]) == ("OffloadingConnector", 0.17)

@@ -164,6 +164,19 @@ def install_from_env(kind: str) -> None:
     """Called once vLLM's engine (V0) or scheduler (V1) module is imported in a process run
     by `observatory exec`: attach every engine built from now on."""
     config = attach_env.from_env()
+    if kind == "args":
+        # V1's sim executor goes in as EngineArgs makes the config: vLLM 0.29's `LLM` and
+        # `vllm serve` make it before anything imports the scheduler module (0.33's import it
+        # first), so waiting for the "v1" trigger would leave their engine on vLLM's own
+        # executor, which cannot start here. V0 puts its sim in at its engine ("v0").
+        if config.sim:
+            from engine.adapters.versions import installed_engine
+
+            if installed_engine() == "v1":
+                from engine.adapters.v1 import attach as v1
+
+                v1.install_sim()
+        return
     if kind == "platform":
         if config.sim:
             from engine.adapters.v0 import attach as v0

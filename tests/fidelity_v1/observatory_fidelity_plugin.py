@@ -6,7 +6,7 @@ Load it into a run of vLLM 0.33.0's `tests/v1/core/test_scheduler.py` (see run.p
         --noconftest --observatory-policy off TEST_FILE
 
 At start it wraps `__init__` of `vllm.v1.core.sched.scheduler.Scheduler` and of every subclass
-vLLM defines (AsyncScheduler, DiffusionScheduler, ...). When the outermost of those returns (a
+the release defines in that package (AsyncScheduler; DiffusionScheduler from 0.33). When the outermost of those returns (a
 subclass's own `__init__` has finished too), the instance is attached with the public
 `engine.attach(scheduler, policy)`, as a user attaches a V1 Scheduler: the policy hooks
 (engine/adapters/v1/hooks.py) and the tap that builds a step record at every
@@ -79,9 +79,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if policy is None:
         return
     _policy = policy
-    import vllm.v1.core.sched.async_scheduler  # noqa: F401  (import every subclass vLLM has)
-    import vllm.v1.core.sched.diffusion_scheduler  # noqa: F401
+    import importlib
+    import pkgutil
+
+    import vllm.v1.core.sched as sched
     from vllm.v1.core.sched.scheduler import Scheduler
+
+    # import every subclass the release has: every module of vLLM's scheduler package (0.29
+    # has AsyncScheduler; 0.33 adds DiffusionScheduler)
+    for module in pkgutil.iter_modules(sched.__path__, f"{sched.__name__}."):
+        importlib.import_module(module.name)
 
     from engine import attach
 

@@ -1,4 +1,4 @@
-"""Run vLLM 0.33.0's `tests/v1/core/test_scheduler.py` bare and with the observatory attached to
+"""Run the installed V1 release's `tests/v1/core/test_scheduler.py` bare and with the observatory attached to
 every Scheduler (observatory_fidelity_plugin.py), and list the tests whose outcome changes.
 
     PYTHONHASHSEED=0 python -m tests.fidelity_v1.run [--policies off,full-isl,...] [-k EXPR]
@@ -21,13 +21,19 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tests.fidelity_v1.vllm_tests import SCHEDULER_TESTS, hf_cache, tests_root
+from tests.fidelity_v1.vllm_tests import SCHEDULER_TESTS, VERSION, hf_cache, tests_root
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = ("off", "full-isl", "whole-context", "least-computed")
-BARE = Path(__file__).with_name("bare-0.33.0.txt")
-"""vLLM's outcome of each test, bare, in this environment (`--write-bare`): CI compares the
-observed run against it instead of running vLLM's file twice."""
+BARE = Path(__file__).with_name(f"bare-{VERSION}.txt")
+"""The installed release's outcome of each test, bare, in this environment (`--write-bare`), one
+file per release: CI compares the observed run against it instead of running vLLM's file
+twice."""
+
+
+class NothingRan(RuntimeError):
+    """vLLM's file ran no test (a collection error, a missing test dependency): a run that
+    proves nothing must not read as "0 changed"."""
 
 
 def read_bare(path: Path = BARE) -> dict[str, str]:
@@ -40,7 +46,7 @@ def read_bare(path: Path = BARE) -> dict[str, str]:
 
 
 def write_bare(outcomes: dict[str, tuple[str, str]], path: Path = BARE) -> None:
-    lines = ["# vLLM 0.33.0 tests/v1/core/test_scheduler.py, bare, as tests/fidelity_v1/run.py "
+    lines = [f"# vLLM {VERSION} tests/v1/core/test_scheduler.py, bare, as tests/fidelity_v1/run.py "
              "runs it (CPU platform, offline,", "# opt-125m's config only): outcome and test id. "
              "Written by `python -m tests.fidelity_v1.run --write-bare`."]
     lines += [f"{outcome} {name}" for name, (outcome, _) in sorted(outcomes.items())]
@@ -81,6 +87,13 @@ def run(policy: str | None, k: str | None = None, timeout_s: float = 1800.0
                         if child.get("message") else ""
                     break
             outcomes[name] = (outcome, message)
+    ran = sum(outcome in ("passed", "failed") for outcome, _ in outcomes.values())
+    if not ran or done.returncode not in (0, 1):
+        # pytest exits 2-5 for an interrupted run, an internal or usage error, or no tests
+        # collected: a collection error in vLLM's file lands here even with some tests run
+        raise NothingRan(f"vLLM {VERSION}'s {SCHEDULER_TESTS} did not run (pytest exit "
+                         f"{done.returncode}, {ran} tests run):\n{done.stdout[-3000:]}\n"
+                         f"{done.stderr[-3000:]}")
     summary = next((line for line in done.stdout.splitlines()
                     if line.startswith("observatory fidelity:")), "")
     return outcomes, summary
@@ -91,6 +104,15 @@ def counts(outcomes: dict[str, tuple[str, str]]) -> str:
     for outcome, _ in outcomes.values():
         tally[outcome] = tally.get(outcome, 0) + 1
     return ", ".join(f"{n} {k}" for k, n in sorted(tally.items()))
+
+
+def tally_line(observed: dict[str, tuple[str, str]], bare: dict[str, str]) -> str:
+    """Tests run, passed, and those that fail bare too (listed, not hidden: vLLM's own)."""
+    ran = sum(outcome in ("passed", "failed", "error") for outcome, _ in observed.values())
+    passed = sum(outcome == "passed" for outcome, _ in observed.values())
+    bare_failures = sum(outcome in ("failed", "error") for outcome in bare.values())
+    return (f"vLLM {VERSION}: {ran} tests run, {passed} passed, {bare_failures} fail bare too "
+            f"(tests/fidelity_v1/{BARE.name})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         changed = {name: observed.get(name, ("missing", "")) for name in bare
                    if observed.get(name, ("missing", ""))[0] != bare[name][0]}
         print(f"{policy}: {counts(observed)}; {summary}; {len(changed)} changed", flush=True)
+        print(f"  {tally_line(observed, {n: o for n, (o, _) in bare.items()})}", flush=True)
         for name, (outcome, message) in sorted(changed.items()):
             print(f"  {name}: {bare[name][0]} -> {outcome}: {message}", flush=True)
     return 0

@@ -1,9 +1,10 @@
-"""vLLM 0.33.0's own test files, from its sdist, cached outside the clone.
+"""The installed V1 release's own test files, from its sdist, cached outside the clone.
 
 The wheel carries no tests (`vllm/` only), and vLLM's tests are not ours to commit, so the
-sdist is fetched once from the package index (the file and its sha256 as PyPI lists them) into
-`~/.cache/vllm-observatory/vllm-sdist-tests/0.33.0/` (VLLM_OBSERVATORY_CACHE overrides the
-root), and only its `tests/` tree and `pyproject.toml` (vLLM's pytest markers) are unpacked.
+sdist of the installed release (SDISTS: the file and its sha256 as PyPI lists them) is fetched
+once from the package index into `~/.cache/vllm-observatory/vllm-sdist-tests/<version>/`
+(VLLM_OBSERVATORY_CACHE overrides the root), and only its `tests/` tree and `pyproject.toml`
+(vLLM's pytest markers) are unpacked.
 `pip download --no-binary :all: vllm==0.33.0` would fetch the same file but then builds its
 metadata, which installs vLLM's build requirements (torch, cmake) first: minutes and gigabytes
 for a 47 MB archive, so the index's URL is read directly.
@@ -18,11 +19,27 @@ import tarfile
 import urllib.request
 from pathlib import Path
 
-VERSION = "0.33.0"
+SDISTS: dict[str, tuple[str, str]] = {
+    # version: (the sdist's URL, its sha256), as PyPI's simple index lists them
+    "0.29.0": ("https://files.pythonhosted.org/packages/88/fe/"
+               "d87b6daf7f02a16464b50685dcf8e0ee7c6e12ad4d2b7107c41717d8566c/vllm-0.29.0.tar.gz",
+               "c03feb07943ecae9e69e7dc424d7c5569ecf8d1292513aef2a4de67af381cd97"),
+    "0.33.0": ("https://files.pythonhosted.org/packages/f7/25/"
+               "aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/vllm-0.33.0.tar.gz",
+               "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112"),
+}
+
+
+def _installed() -> str:
+    """The installed vLLM's release (its version without a local part), or "" if none."""
+    from engine.adapters.versions import installed_version
+
+    return (installed_version() or "").split("+", 1)[0]
+
+
+VERSION = _installed()
 SDIST = f"vllm-{VERSION}.tar.gz"
-URL = ("https://files.pythonhosted.org/packages/f7/25/"
-       "aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/vllm-0.33.0.tar.gz")
-SHA256 = "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112"
+URL, SHA256 = SDISTS.get(VERSION, ("", ""))
 SCHEDULER_TESTS = "tests/v1/core/test_scheduler.py"
 
 
@@ -36,6 +53,10 @@ def cache_root() -> Path:
 
 
 def _download(dest: Path) -> None:
+    if not URL:
+        raise Unavailable(f"no sdist is pinned for vLLM {VERSION or '(none installed)'} in "
+                          f"tests/fidelity_v1/vllm_tests.py SDISTS "
+                          f"(pinned: {', '.join(SDISTS)})")
     part = dest.with_suffix(".part")
     try:
         with urllib.request.urlopen(URL, timeout=120) as response, open(part, "wb") as out:

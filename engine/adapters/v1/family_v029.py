@@ -1,0 +1,90 @@
+"""vLLM 0.29's V1 API family (the release verl pins): every private name the V1 hooks, step
+reader and builder use.
+
+0.29's scheduler reads as 0.33's for everything the observatory touches but one call, so this
+module takes 0.33's functions (engine.adapters.v1.family_v033) and defines what differs. What is
+read (the same names as 0.33, checked against the 0.29.0 wheel):
+- the Scheduler: `requests`, `running`, `waiting`, `kv_cache_manager` (its `block_pool`,
+  `coordinator.get_num_blocks_to_allocate`, `empty_kv_cache_blocks`),
+  `scheduler_reserve_full_isl` (cached from SchedulerConfig at start, read at each admission:
+  the `full-isl` policy switches it live), `_inflight_prefills` and
+  `_request_remaining_blocks()` (the blocks the prefills in flight still need to finish,
+  vLLM's own arithmetic), `block_size`, `max_num_scheduled_tokens`, and the wrapped methods
+  `schedule`, `_preempt_request` and `kv_cache_manager.allocate_slots` (its
+  `full_sequence_must_fit` and `reserved_blocks` arguments);
+- a Request: `request_id`, `status`, `num_computed_tokens`, `num_tokens` (prompt plus outputs),
+  `num_output_tokens`, `num_preemptions`;
+- a SchedulerOutput: `num_scheduled_tokens`, `total_num_scheduled_tokens`,
+  `scheduled_new_reqs`, `scheduled_cached_reqs` (`resumed_req_ids`, `num_computed_tokens`),
+  `finished_req_ids`;
+- the engine: `LLMEngine.engine_core` (the InprocClient) `.engine_core` (the EngineCore).
+
+What differs from 0.33:
+- `KVCacheCoordinator.get_num_blocks_to_allocate` has no `prefill_end` argument (0.33 added it
+  for Mamba prefill checkpoints; a full-attention model's count does not depend on it), so
+  `blocks_to_reach` calls it as 0.29's own `Scheduler._request_remaining_blocks` does;
+- 0.29 has no `kv_holding_waiting` queue (0.31 added it): a preempted request waits in
+  `waiting` alone. Nothing here reads that queue, so nothing changes for it, but the bug it
+  closes (#53130: a block-holding request stuck behind one whose allocation fails) is live on
+  this release;
+- the offloading connector's CPU manager counts `_num_blocks`, not 0.33's `_num_chunks`, and
+  its transfer jobs have no `sync` flag (every load is asynchronous): `tier_v029`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.adapters.v1.family_v033 import (  # noqa: F401  (the family's interface)
+    _ADMITTING,
+    admitted_cached_tokens,
+    block_size,
+    computed_tokens,
+    computed_tokens_sum,
+    construct,
+    context_tokens,
+    engine_core_of,
+    engine_kwargs,
+    executor_of,
+    finished_ids,
+    free_blocks,
+    inflight_reserved_blocks,
+    is_admitting,
+    kv_cache_manager,
+    new_ids,
+    output_tokens,
+    preemptions,
+    request_id,
+    request_progress,
+    requests,
+    reserve_full_isl,
+    resumed_ids,
+    running,
+    scheduled_tokens,
+    scheduler_of,
+    set_reserve_full_isl,
+    token_budget,
+    total_blocks,
+    total_scheduled_tokens,
+    vllm_config_of,
+    waiting_count,
+)
+
+TIER = "tier_v029"  # the offloading connector's names (engine.adapters.v1.current.tier)
+
+
+def blocks_to_reach(scheduler: Any, request: Any, num_tokens: int) -> int:
+    """Blocks `request` must still get to hold `num_tokens` tokens, by vLLM's own arithmetic
+    (as 0.29's `_request_remaining_blocks` counts them: no `prefill_end`; prefix hits not
+    counted)."""
+    manager = scheduler.kv_cache_manager
+    return manager.coordinator.get_num_blocks_to_allocate(
+        request_id=request.request_id,
+        num_tokens=num_tokens,
+        new_computed_blocks=manager.empty_kv_cache_blocks.blocks,
+        num_encoder_tokens=0,
+        total_computed_tokens=request.num_computed_tokens,
+        num_local_computed_tokens=request.num_computed_tokens,
+        num_tokens_main_model=num_tokens,
+        apply_admission_cap=True,
+    )
