@@ -1,13 +1,16 @@
-"""Run vLLM 0.33.0's `tests/v1/core/test_scheduler.py` bare and with the observatory attached to
-every Scheduler (observatory_fidelity_plugin.py), and list the tests whose outcome changes.
+"""Run the installed vLLM's `tests/v1/core/test_scheduler.py` (0.33.0, 0.34.0) bare and with
+the observatory attached to every Scheduler (observatory_fidelity_plugin.py), and list the tests
+whose outcome changes.
 
     PYTHONHASHSEED=0 python -m tests.fidelity_v1.run [--policies off,full-isl,...] [-k EXPR]
 
 Each run is its own pytest process over vLLM's file (from the cached sdist, vllm_tests.py),
-with the repository on PYTHONPATH for the plugin, on vLLM's CPU platform
-(VLLM_TARGET_DEVICE=cpu, as the observatory's sims run), offline, with opt-125m's config in a
-local hub cache. Outcomes come from pytest's JUnit XML:
-passed, failed, error or skipped per test id. Prints one line per policy, then every test whose
+with the repository on PYTHONPATH for the plugin, on the platform the observatory's sims run on
+(vLLM's CPU platform, VLLM_TARGET_DEVICE=cpu; from 0.34, whose CPU platform refuses to start
+without triton-cpu, the observatory's own: engine.adapters.v1.platform), offline, with
+opt-125m's config in a local hub cache. Outcomes come from pytest's JUnit XML: passed, failed,
+error or skipped per test id; a run in which no test passed (a collection error, a missing test
+dependency) raises instead of comparing nothing. Prints one line per policy, then every test whose
 outcome differs from the bare run's, with pytest's one-line reason.
 """
 
@@ -21,11 +24,12 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tests.fidelity_v1.vllm_tests import SCHEDULER_TESTS, hf_cache, tests_root
+from engine.adapters.v1.platform import PLUGIN_SWITCH, sim_env
+from tests.fidelity_v1.vllm_tests import SCHEDULER_TESTS, VERSION, hf_cache, tests_root
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = ("off", "full-isl", "whole-context", "least-computed")
-BARE = Path(__file__).with_name("bare-0.33.0.txt")
+BARE = Path(__file__).with_name(f"bare-{VERSION}.txt")
 """vLLM's outcome of each test, bare, in this environment (`--write-bare`): CI compares the
 observed run against it instead of running vLLM's file twice."""
 
@@ -40,9 +44,9 @@ def read_bare(path: Path = BARE) -> dict[str, str]:
 
 
 def write_bare(outcomes: dict[str, tuple[str, str]], path: Path = BARE) -> None:
-    lines = ["# vLLM 0.33.0 tests/v1/core/test_scheduler.py, bare, as tests/fidelity_v1/run.py "
-             "runs it (CPU platform, offline,", "# opt-125m's config only): outcome and test id. "
-             "Written by `python -m tests.fidelity_v1.run --write-bare`."]
+    lines = [f"# vLLM {VERSION} tests/v1/core/test_scheduler.py, bare, as tests/fidelity_v1/run.py "
+             f"runs it (the sim's platform, offline,", "# opt-125m's config only): outcome and "
+             "test id. Written by `python -m tests.fidelity_v1.run --write-bare`."]
     lines += [f"{outcome} {name}" for name, (outcome, _) in sorted(outcomes.items())]
     path.write_text("\n".join(lines) + "\n")
 
@@ -60,7 +64,11 @@ def run(policy: str | None, k: str | None = None, timeout_s: float = 1800.0
             cmd.append(f"--observatory-policy={policy}")
         if k:
             cmd += ["-k", k]
-        env = dict(os.environ, PYTHONHASHSEED="0", VLLM_TARGET_DEVICE="cpu",
+        # the sim's platform: vLLM's CPU platform, or from 0.34 (whose CPU platform refuses
+        # without triton-cpu) the observatory's (engine.adapters.v1.platform)
+        platform = {k: v for k, v in sim_env().items()
+                    if k in ("VLLM_TARGET_DEVICE", PLUGIN_SWITCH)}
+        env = dict(os.environ, PYTHONHASHSEED="0", **platform,
                    HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(hf_cache()),
                    # the plugin by its own name: `tests` is vLLM's package in this run
                    PYTHONPATH=os.pathsep.join([str(REPO), str(Path(__file__).parent),
@@ -81,6 +89,10 @@ def run(policy: str | None, k: str | None = None, timeout_s: float = 1800.0
                         if child.get("message") else ""
                     break
             outcomes[name] = (outcome, message)
+    if not any(outcome == "passed" for outcome, _ in outcomes.values()):
+        # a collection error or a missing test dependency: nothing was compared
+        raise RuntimeError(f"no test of {SCHEDULER_TESTS} passed (exit {done.returncode}; "
+                           f"{counts(outcomes) or 'no test ran'}):\n{done.stdout[-3000:]}")
     summary = next((line for line in done.stdout.splitlines()
                     if line.startswith("observatory fidelity:")), "")
     return outcomes, summary

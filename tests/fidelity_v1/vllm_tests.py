@@ -1,4 +1,4 @@
-"""vLLM 0.33.0's own test files, from its sdist, cached outside the clone.
+"""The installed vLLM's own test files (0.33.0, 0.34.0), from its sdist, cached outside the clone.
 
 The wheel carries no tests (`vllm/` only), and vLLM's tests are not ours to commit, so the
 sdist is fetched once from the package index (the file and its sha256 as PyPI lists them) into
@@ -18,11 +18,25 @@ import tarfile
 import urllib.request
 from pathlib import Path
 
-VERSION = "0.33.0"
+PINS = {  # release: its sdist's URL and sha256, as the package index lists them
+    "0.33.0": ("https://files.pythonhosted.org/packages/f7/25/"
+               "aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/vllm-0.33.0.tar.gz",
+               "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112"),
+    "0.34.0": ("https://files.pythonhosted.org/packages/92/21/"
+               "6e0b077dc4a0b28f5a8ce8bb352a38d7196650d681fd4faa87f8dc622eff/vllm-0.34.0.tar.gz",
+               "fcad848b246a9d8652b47e6425af92334dc02492f9802720f54e27b823cf0113"),
+}
+
+
+def _installed() -> str:
+    from engine.adapters.versions import installed_version
+
+    return (installed_version() or "0.33.0").split("+", 1)[0]
+
+
+VERSION = _installed() if _installed() in PINS else "0.33.0"
 SDIST = f"vllm-{VERSION}.tar.gz"
-URL = ("https://files.pythonhosted.org/packages/f7/25/"
-       "aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/vllm-0.33.0.tar.gz")
-SHA256 = "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112"
+URL, SHA256 = PINS[VERSION]
 SCHEDULER_TESTS = "tests/v1/core/test_scheduler.py"
 
 
