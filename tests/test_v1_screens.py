@@ -2,7 +2,7 @@
 
 The screen tests read the shipped V1 recordings (recordings/v1-thrash-*) or synthetic V1
 records, so they run in every venv. The tests that run a V1 engine (live, serve and --connect,
-verify, sweep, the dry run) need vLLM 0.33 (`pip install -e '.[vllm033,test]'`) and
+verify, sweep, the dry run) need a V1 release (`pip install -e '.[vllm033,test]'`) and
 PYTHONHASHSEED=0 from the interpreter's start; elsewhere they skip.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from engine.adapters.v1.platform import SIM_ENV
+from engine.adapters.v1.platform import PLUGIN_SIM_ENV, SIM_ENV, SIM_PLATFORM
 from engine.adapters.versions import installed_version, release_for
 from engine.analysis.stall import MIN_STEPS, admission_stall, stall_text
 from engine.stream.reader import load
@@ -34,6 +34,7 @@ from tui.widgets.abort_banner import AbortBanner
 from tui.widgets.decisions_table import (REPEAT_PREEMPTIONS, V1_COLUMNS, DecisionsTable,
                                          layout_columns, preempted_parts)
 from tui.widgets.status_bar import Status, StatusBar
+from v1_required import NEEDS_V1
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDINGS = ROOT / "recordings"
@@ -44,9 +45,7 @@ TOGGLE_STEP = 3000  # recordings/make_examples.py: --toggle-at 3000:whole-contex
 
 _release = release_for(installed_version())
 V1_ENGINE = _release is not None and _release.engine == "v1"
-needs_v1 = pytest.mark.skipif(
-    not V1_ENGINE,
-    reason="needs vLLM's V1 engine (0.29.0 or 0.33.0): pip install -e '.[vllm033,test]'")
+needs_v1 = pytest.mark.skipif(not V1_ENGINE, reason=NEEDS_V1)
 V0_WORDS = ("swap", "group")  # V1 has no swap space and no sequence groups
 
 
@@ -507,20 +506,23 @@ def test_a_v1_sweep_reports_v1s_numbers(tmp_path):
 @needs_v1
 @pytest.mark.parametrize("backend", ["sim", "gpu"])
 def test_the_dry_run_resolves_a_v1_engine(backend, monkeypatch):
-    for name in SIM_ENV:  # what a sim engine earlier in this process left behind, not a user's
-        monkeypatch.delenv(name, raising=False)
+    for name in {*SIM_ENV, *PLUGIN_SIM_ENV}:  # a sim engine earlier in this process left
+        monkeypatch.delenv(name, raising=False)  # them behind, not a user
     out = observatory("run", "--preset", "v1-thrash", "--backend", backend, "--dry-run",
                       "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert (data["vllm_version"], data["engine"], data["api_family"]) == \
-        (_release.version, "v1", _release.family)
+    assert (data["vllm_version"], data["engine"], data["api_family"]) == (
+        installed_version(), "v1", _release.family)
     args = data["engine_args"]
     assert (args["max_num_batched_tokens"], args["scheduler_reserve_full_isl"],
             args["enable_prefix_caching"]) == (512, False, False)
     if backend == "sim":
         assert data["executor_class"] == "engine.adapters.v1.sim_executor.SimExecutor"
-        assert data["platform_class"] == "vllm.platforms.cpu.CpuPlatform"
+        # vLLM's CPU platform, or from 0.34 the observatory's (its plugin: 0.34's CPU
+        # platform refuses without triton-cpu)
+        assert data["platform_class"] == (SIM_PLATFORM if _release.sim_plugin
+                                          else "vllm.platforms.cpu.CpuPlatform")
     else:  # vLLM's own executor; without CUDA its platform detection finds no device
         assert data["executor_class"] == "vllm.v1.executor.uniproc_executor.UniProcExecutor"
         assert "CpuPlatform" not in data["platform_class"]
@@ -529,4 +531,5 @@ def test_the_dry_run_resolves_a_v1_engine(backend, monkeypatch):
     from engine.dry_run import format_text
 
     text = format_text(data)  # what the command prints without --json
-    assert f"engine v1, adapter family {_release.family}" in text and "scheduler_reserve_full_isl" in text
+    assert f"engine v1, adapter family {_release.family}" in text
+    assert "scheduler_reserve_full_isl" in text

@@ -1,4 +1,4 @@
-"""vLLM's own V1 OpenAI server (0.29.0, 0.33.0) (`vllm serve`) on the observatory's sim executor and a tiny
+"""vLLM's own V1 OpenAI server (`vllm serve`) on the observatory's sim executor and a tiny
 model made offline, driven by vLLM's own load generator (`vllm bench serve`) and the `openai`
 client, watched and steered: a real server and real clients on a CPU-only machine, nothing
 mocked (issue #19, items 5 and 6).
@@ -12,7 +12,7 @@ Two servers start at once (each takes about a minute, mostly imports):
   --record DIR -- vllm serve DIR`, with a client of the observatory's stream protocol (what
   `observatory live --connect` speaks) that sees the steps and switches the policy.
 
-Skips without a V1 vLLM (CI runs it in the vllm0290 and vllm033 venvs, PYTHONHASHSEED=0).
+Skips without a V1 release (CI runs it in every V1 release's venv, PYTHONHASHSEED=0).
 """
 
 from __future__ import annotations
@@ -28,17 +28,21 @@ from types import SimpleNamespace
 
 import pytest
 
+from engine.adapters.v1.platform import PLUGIN_SWITCH, sim_env
 from server_harness import Server, free_port, server_env, venv_bin
 from v1_required import needs_v1
 
 pytestmark = needs_v1
 
-V1_SIM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "PYTHONHASHSEED": "0"}
-"""What `observatory exec --sim` sets, given by hand for the explicit forms: the CUDA wheel
-cannot infer a platform without a GPU, in the API server's process as in the engine core's
-(which inherits it); the sim executor runs nothing on it."""
+V1_SIM_ENV = {**{k: v for k, v in sim_env().items()
+                 if k in ("VLLM_TARGET_DEVICE", PLUGIN_SWITCH)}, "PYTHONHASHSEED": "0"}
+"""What `observatory exec --sim` sets for the platform, given by hand for the explicit forms:
+the CUDA wheel cannot infer a platform without a GPU, in the API server's process as in the
+engine core's (which inherits it); the sim executor runs nothing on it. Up to 0.33
+`VLLM_TARGET_DEVICE=cpu`; from 0.34 `OBSERVATORY_SIM_PLATFORM=1`, the observatory's platform
+plugin (engine.adapters.v1.platform)."""
 GRACE = ("--shutdown-timeout", "5")
-"""vLLM 0.33 kills its engine-core process at once on shutdown unless given a grace period;
+"""vLLM (0.33 on) kills its engine-core process at once on shutdown unless given a grace period;
 with one, the process ends normally and seals its recording (RunFinished)."""
 PROMPTS = 100
 OUTPUT_LEN = 128  # vllm bench serve's random dataset default

@@ -1,8 +1,8 @@
-"""vLLM 0.33's CPU KV tier under the observatory: vLLM's own OffloadingConnector (its scheduler
-side, CPUOffloadingManager and LRU eviction) with the sim executor as its worker, the tier in
-each V1 step record, and the `v1-prefix-offload` preset.
+"""vLLM's CPU KV tier (V1: 0.33, 0.34) under the observatory: vLLM's own OffloadingConnector
+(its scheduler side, CPUOffloadingManager and LRU eviction) with the sim executor as its worker,
+the tier in each V1 step record, and the `v1-prefix-offload` preset.
 
-The engine tests run only where vLLM 0.33 is installed (`pip install -e '.[vllm033,test]'`) and
+The engine tests run only where a V1 release is installed (`pip install -e '.[vllm033,test]'`) and
 need PYTHONHASHSEED=0 from the interpreter's start: `PYTHONHASHSEED=0 pytest
 tests/test_v1_tier.py`. The record and plot tests at the end need no vLLM and run everywhere.
 """
@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from engine.adapters.versions import installed_version
 from engine.stream.records import (SCHEMA_VERSION, Header, RunFinished, V1StepRecord,
                                    decode_record, encode)
 
@@ -207,7 +208,7 @@ def test_a_dry_run_resolves_the_v1_engine_and_its_tier_without_building_it():
     from engine.spec import preset_spec
 
     data = resolve(preset_spec(PRESET).validated())
-    assert (data["engine"], data["vllm_version"]) == ("v1", RELEASE.version)
+    assert (data["engine"], data["vllm_version"]) == ("v1", installed_version())
     assert data["executor_class"] == "engine.adapters.v1.sim_executor.SimExecutor"
     args = data["engine_args"]
     assert (args["kv_connector"], args["kv_offloading_size_gib"]) == ("OffloadingConnector", 0.17)

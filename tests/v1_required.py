@@ -1,4 +1,4 @@
-"""What every test file for vLLM's V1 engine (0.29.0, 0.33.0) starts with, kept in one place.
+"""What every test file for vLLM's V1 engine (0.29, 0.33, 0.34) starts with, kept in one place.
 
 - `needs_v1`: the module-level mark that skips the file, with the install command, where the
   installed vLLM is not the V1 line (the V0 venvs run the whole suite too).
@@ -13,14 +13,15 @@ import sys
 
 import pytest
 
-from engine.adapters.versions import installed_version, release_for
+from engine.adapters.versions import SUPPORTED, installed_version, release_for
 
 RELEASE = release_for(installed_version())
 V1_INSTALLED = RELEASE is not None and RELEASE.engine == "v1"
+V1_RELEASES = [r for r in SUPPORTED if r.engine == "v1"]
+NEEDS_V1 = ("needs vLLM's V1 engine (" + ", ".join(r.version for r in V1_RELEASES) + "): "
+            + "; ".join(r.install for r in V1_RELEASES))
 
-needs_v1 = pytest.mark.skipif(
-    not V1_INSTALLED,
-    reason="needs vLLM's V1 engine (0.29.0 or 0.33.0): pip install -e '.[vllm033,test]'")
+needs_v1 = pytest.mark.skipif(not V1_INSTALLED, reason=NEEDS_V1)
 
 
 def require_hash_seed() -> None:

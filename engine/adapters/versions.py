@@ -29,9 +29,19 @@ class Release:
     """Other releases that resolve to this row's family: each was installed and run through
     bench/v1_releases.py (v1-thrash under off and whole-context, verified), not only read.
     CI runs the row's own release."""
+    # The release's wheel pins a package the index lacks: its install needs the clone's
+    # overrides/<extra>.txt, which only uv takes (`--override`; pip has no such option).
+    override: bool = False
+    # Its V1 sim runs on the observatory's own vLLM platform (a platform plugin,
+    # engine.adapters.v1.platform), not on vLLM's CPU platform, which from 0.34 refuses to
+    # configure any engine on x86 without triton-cpu.
+    sim_plugin: bool = False
 
     @property
     def install(self) -> str:
+        if self.override:
+            return (f"uv pip install -e '.[{self.extra},test]' "
+                    f"--override overrides/{self.extra}.txt")
         return f"pip install -e '.[{self.extra},test]'"
 
 
@@ -42,6 +52,7 @@ SUPPORTED: tuple[Release, ...] = (
     Release("0.10.2", "vllm0102", "v064_0102"),
     Release("0.29.0", "vllm0290", "v029", engine="v1"),
     Release("0.33.0", "vllm033", "v033", engine="v1", covers=("0.31.0", "0.32.0")),
+    Release("0.34.0", "vllm034", "v034", engine="v1", override=True, sim_plugin=True),
 )
 DEFAULT = SUPPORTED[0]
 

@@ -172,9 +172,9 @@ def _v1_sim_env() -> dict[str, str]:
     release = release_for(installed_version())
     if release is None or release.engine != "v1":
         return {}
-    from engine.adapters.v1.platform import HASH_SEED, SIM_ENV
+    from engine.adapters.v1.platform import HASH_SEED, sim_env
 
-    env = {k: v for k, v in SIM_ENV.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}
+    env = {k: v for k, v in sim_env(release).items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}
     return {**env, "PYTHONHASHSEED": HASH_SEED}
 
 

@@ -4,10 +4,12 @@ every Scheduler (observatory_fidelity_plugin.py), and list the tests whose outco
     PYTHONHASHSEED=0 python -m tests.fidelity_v1.run [--policies off,full-isl,...] [-k EXPR]
 
 Each run is its own pytest process over vLLM's file (from the cached sdist, vllm_tests.py),
-with the repository on PYTHONPATH for the plugin, on vLLM's CPU platform
-(VLLM_TARGET_DEVICE=cpu, as the observatory's sims run), offline, with opt-125m's config in a
-local hub cache. Outcomes come from pytest's JUnit XML:
-passed, failed, error or skipped per test id. Prints one line per policy, then every test whose
+with the repository on PYTHONPATH for the plugin, on the platform the observatory's sims run on
+(vLLM's CPU platform, VLLM_TARGET_DEVICE=cpu; from 0.34, whose CPU platform refuses to start
+without triton-cpu, the observatory's own: engine.adapters.v1.platform), offline, with
+opt-125m's config in a local hub cache. Outcomes come from pytest's JUnit XML: passed, failed,
+error or skipped per test id; a run in which no test passed (a collection error, a missing test
+dependency) raises instead of comparing nothing. Prints one line per policy, then every test whose
 outcome differs from the bare run's, with pytest's one-line reason.
 """
 
@@ -21,6 +23,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from engine.adapters.v1.platform import PLUGIN_SWITCH, sim_env
 from tests.fidelity_v1.vllm_tests import SCHEDULER_TESTS, VERSION, hf_cache, tests_root
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,8 +50,8 @@ def read_bare(path: Path = BARE) -> dict[str, str]:
 
 def write_bare(outcomes: dict[str, tuple[str, str]], path: Path = BARE) -> None:
     lines = [f"# vLLM {VERSION} tests/v1/core/test_scheduler.py, bare, as tests/fidelity_v1/run.py "
-             "runs it (CPU platform, offline,", "# opt-125m's config only): outcome and test id. "
-             "Written by `python -m tests.fidelity_v1.run --write-bare`."]
+             f"runs it (the sim's platform, offline,", "# opt-125m's config only): outcome and "
+             "test id. Written by `python -m tests.fidelity_v1.run --write-bare`."]
     lines += [f"{outcome} {name}" for name, (outcome, _) in sorted(outcomes.items())]
     path.write_text("\n".join(lines) + "\n")
 
@@ -66,7 +69,11 @@ def run(policy: str | None, k: str | None = None, timeout_s: float = 1800.0
             cmd.append(f"--observatory-policy={policy}")
         if k:
             cmd += ["-k", k]
-        env = dict(os.environ, PYTHONHASHSEED="0", VLLM_TARGET_DEVICE="cpu",
+        # the sim's platform: vLLM's CPU platform, or from 0.34 (whose CPU platform refuses
+        # without triton-cpu) the observatory's (engine.adapters.v1.platform)
+        platform = {k: v for k, v in sim_env().items()
+                    if k in ("VLLM_TARGET_DEVICE", PLUGIN_SWITCH)}
+        env = dict(os.environ, PYTHONHASHSEED="0", **platform,
                    HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(hf_cache()),
                    # the plugin by its own name: `tests` is vLLM's package in this run
                    PYTHONPATH=os.pathsep.join([str(REPO), str(Path(__file__).parent),

@@ -27,6 +27,9 @@ SDISTS: dict[str, tuple[str, str]] = {
     "0.33.0": ("https://files.pythonhosted.org/packages/f7/25/"
                "aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/vllm-0.33.0.tar.gz",
                "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112"),
+    "0.34.0": ("https://files.pythonhosted.org/packages/92/21/"
+               "6e0b077dc4a0b28f5a8ce8bb352a38d7196650d681fd4faa87f8dc622eff/vllm-0.34.0.tar.gz",
+               "fcad848b246a9d8652b47e6425af92334dc02492f9802720f54e27b823cf0113"),
 }
 
 

@@ -9,9 +9,12 @@ Kept in one small module so a release that renames them changes one file. What i
   (its `full_sequence_must_fit` and `reserved_blocks` arguments);
 - a Request: `request_id`, `status`, `num_computed_tokens`, `num_tokens` (prompt plus outputs),
   `num_output_tokens`, `num_preemptions`;
-- a SchedulerOutput: `num_scheduled_tokens`, `total_num_scheduled_tokens`, `scheduled_new_reqs`, `scheduled_cached_reqs`
-  (`resumed_req_ids`, `num_computed_tokens`), `finished_req_ids`;
-- the engine: `LLMEngine.engine_core` (the InprocClient) `.engine_core` (the EngineCore).
+- a SchedulerOutput: `num_scheduled_tokens`, `total_num_scheduled_tokens`, `scheduled_new_reqs`
+  (`req_id`, `prompt_token_ids`, `num_computed_tokens`), `scheduled_cached_reqs` (`req_ids`,
+  `resumed_req_ids`, `num_computed_tokens`, `num_output_tokens`), `finished_req_ids`;
+- the engine: `LLMEngine.engine_core` (the InprocClient) `.engine_core` (the EngineCore);
+- what the sim executor answers: `ModelRunnerOutput(req_ids, req_id_to_index,
+  sampled_token_ids)`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any, Callable
 
+from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import RequestStatus
 
 from engine.spec import RunSpec
@@ -175,12 +179,13 @@ def finished_ids(output: Any) -> set[str]:
     return output.finished_req_ids
 
 
-def new_ids(output: Any) -> list[str]:
-    return [new.req_id for new in output.scheduled_new_reqs]
-
-
-def resumed_ids(output: Any) -> set[str]:
-    return output.scheduled_cached_reqs.resumed_req_ids
+def admissions(output: Any, requests: dict[str, Any]) -> tuple[list[str], set[str]]:
+    """The requests the step admitted: those admitted for the first time (in vLLM's order)
+    and those resumed after a preemption. Read as `schedule()` returns, while `requests` (the
+    scheduler's) still holds every request it scheduled. 0.33 sends a resumed request among
+    the cached ones and lists it in `resumed_req_ids`."""
+    new = output.scheduled_new_reqs
+    return ([n.req_id for n in new] if new else []), output.scheduled_cached_reqs.resumed_req_ids
 
 
 def admitted_cached_tokens(output: Any) -> int:
@@ -192,3 +197,17 @@ def admitted_cached_tokens(output: Any) -> int:
         hits += sum(n for rid, n in zip(cached.req_ids, cached.num_computed_tokens)
                     if rid in cached.resumed_req_ids)
     return hits
+
+
+# ---- the sim executor's side of a step ------------------------------------------------------
+def new_request_lengths(new: Any) -> tuple[int, int]:
+    """(prompt tokens, output tokens so far) of a request in `scheduled_new_reqs`: 0.33 sends
+    only first admissions there, with no output yet."""
+    return len(new.prompt_token_ids), 0
+
+
+def model_runner_output(req_ids: list[str], sampled: list[list[int]]) -> Any:
+    """The ModelRunnerOutput of a step that sampled `sampled[i]` for `req_ids[i]`."""
+    return ModelRunnerOutput(req_ids=req_ids,
+                             req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
+                             sampled_token_ids=sampled)

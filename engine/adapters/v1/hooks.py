@@ -52,6 +52,8 @@ class V1Capture:
     generated_tokens: int = 0  # requests that sample this step
     decode_reqs: int = 0  # requests scheduled exactly their next token
     first_tokens: list[str] = field(default_factory=list)
+    new_ids: list[str] = field(default_factory=list)  # admitted for the first time
+    resumed_ids: set[str] = field(default_factory=set)  # admitted again after a preemption
     withheld: bool = False
     held_back: int = 0
 
@@ -169,6 +171,7 @@ class V1SchedulerHook(PolicySwitch):
         capture.generated_tokens = generated
         capture.decode_reqs = decode
         capture.first_tokens = first
+        capture.new_ids, capture.resumed_ids = fam.admissions(output, requests)
 
     def _preempt_request(self, request: Any, *args, **kwargs):  # noqa: ANN002, ANN003
         with _OWN_PREEMPT:

@@ -1,7 +1,15 @@
 """The process environment a V1 sim engine needs, set only for sim engines.
 
-- `VLLM_TARGET_DEVICE=cpu`: the CUDA wheel on a machine without a GPU cannot infer its platform
-  ("Failed to infer device type"); the sim executor runs nothing on it anyway.
+- the platform: the CUDA wheel on a machine without a GPU cannot infer one ("Failed to infer
+  device type"), and the sim executor runs nothing on any. Up to 0.33, `VLLM_TARGET_DEVICE=cpu`
+  (vLLM's CPU platform). From 0.34 that platform refuses to configure an engine on x86 without
+  triton-cpu, which its model runner needs and the sim does not: a release whose Release row
+  says `sim_plugin` runs its sim on the observatory's own platform instead, given to vLLM the
+  way vLLM takes an out-of-tree platform: a `vllm.platform_plugins` entry point
+  (`vllm_platform_plugin` below, declared in pyproject.toml) that names it only in a process
+  with `OBSERVATORY_SIM_PLATFORM=1`, and `VLLM_TARGET_DEVICE` left at vLLM's default, `cuda`
+  (an explicit `cpu` skips the plugins). The platform is engine.adapters.v1.sim_platform;
+  everywhere else the plugin says None and vLLM detects its platform as it would without it.
 - `VLLM_ENABLE_V1_MULTIPROCESSING=0`: the engine core runs in this process, so the Session's
   hooks see its Scheduler and a step costs no IPC (6,000-7,500 steps/s in the trial).
 - `VLLM_DISABLE_REQUEST_ID_RANDOMIZATION=1`: vLLM appends 8 random hex characters to every
@@ -12,7 +20,7 @@
   checked here, not set: the command line re-executes itself with it (`reexec_for_v1_sim`),
   and engine.child starts its child with it.
 
-vLLM reads the first three lazily (vllm.envs), so setting them before vLLM resolves its platform
+vLLM reads the others lazily (vllm.envs), so setting them before vLLM resolves its platform
 (the first engine built, in the observatory's own processes) is enough; a library user who
 imported vLLM and touched its platform first is told so in one line.
 """
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from engine.errors import ConfigError
 
@@ -29,7 +38,50 @@ SIM_ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_DISABLE_REQUEST_ID_RANDOMIZATION": "1",
 }
+"""The sim environment of a release that runs its sim on vLLM's CPU platform (to 0.33)."""
+PLUGIN_SWITCH = "OBSERVATORY_SIM_PLATFORM"
+PLUGIN_NAME = "observatory_sim"  # the entry point's name (pyproject.toml), for VLLM_PLUGINS
+PLUGIN_SIM_ENV = {
+    "VLLM_TARGET_DEVICE": "cuda",  # vLLM's default: platform detection consults the plugins
+    PLUGIN_SWITCH: "1",
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_DISABLE_REQUEST_ID_RANDOMIZATION": "1",
+}
+"""The sim environment of a release whose sim runs on the observatory's platform plugin."""
+SIM_PLATFORM = "engine.adapters.v1.sim_platform.SimCpuPlatform"
 HASH_SEED = "0"
+
+
+def vllm_platform_plugin() -> str | None:
+    """vLLM's `vllm.platform_plugins` entry point: the sim's platform in a process that asked
+    for it (PLUGIN_SWITCH), None anywhere else. vLLM calls it in every process of an
+    environment that has the observatory installed, while it resolves its platform: it only
+    reads the environment, and imports nothing."""
+    return SIM_PLATFORM if os.environ.get(PLUGIN_SWITCH) == "1" else None
+
+
+def sim_env(release: Any = None) -> dict[str, str]:
+    """The environment a sim engine of `release` (default: the installed one) needs, beside
+    PYTHONHASHSEED."""
+    if release is None:
+        from engine.adapters.versions import installed_version, release_for
+
+        release = release_for(installed_version())
+    if release is None or not release.sim_plugin:
+        return dict(SIM_ENV)
+    env = dict(PLUGIN_SIM_ENV)
+    allowed = os.environ.get("VLLM_PLUGINS")
+    if allowed is not None and PLUGIN_NAME not in allowed.split(","):
+        env["VLLM_PLUGINS"] = f"{allowed},{PLUGIN_NAME}" if allowed else PLUGIN_NAME
+    return env
+
+
+def _plugin_registered() -> bool:
+    """Whether this environment's observatory declares the platform plugin (an install made
+    from a pyproject.toml without it does not: reinstalling fixes it)."""
+    from importlib.metadata import entry_points
+
+    return any(ep.name == PLUGIN_NAME for ep in entry_points(group="vllm.platform_plugins"))
 
 
 def hash_seed_fixed() -> bool:
@@ -44,20 +96,26 @@ def prepare_sim_process() -> None:
                           "(vLLM walks sets of request ids): run it as "
                           "`PYTHONHASHSEED=0 observatory ...` (the observatory command sets it "
                           "itself)")
-    os.environ.update(SIM_ENV)
+    env = sim_env()
+    if PLUGIN_SWITCH in env and not _plugin_registered():
+        raise ConfigError("this environment's observatory install does not declare its vLLM "
+                          "platform plugin, which the sim needs on this vLLM: reinstall it "
+                          "(pip install -e . in the clone)")
+    os.environ.update(env)
     platforms = sys.modules.get("vllm.platforms")
     resolved = getattr(platforms, "_current_platform", None) if platforms else None
     if resolved is not None and getattr(resolved, "device_type", "") != "cpu":
         # modules imported since hold that platform: setting the environment now is too late
-        raise ConfigError("vLLM was imported and chose its platform before the sim engine "
-                          "could set VLLM_TARGET_DEVICE=cpu: set it (and "
-                          "VLLM_ENABLE_V1_MULTIPROCESSING=0) before importing vLLM, or build "
-                          "the engine first")
+        settings = " and ".join(f"{k}={v}" for k, v in env.items()
+                                if k != "VLLM_DISABLE_REQUEST_ID_RANDOMIZATION")
+        raise ConfigError(f"vLLM was imported and chose its platform before the sim engine "
+                          f"could set its own: set {settings} before importing vLLM, or build "
+                          f"the engine first")
 
 
 def child_env(env: dict[str, str]) -> dict[str, str]:
     """`env` for a child process that may run a V1 sim engine."""
-    return {**env, "PYTHONHASHSEED": HASH_SEED, **SIM_ENV}
+    return {**env, "PYTHONHASHSEED": HASH_SEED, **sim_env()}
 
 
 def reexec_for_v1_sim(argv: list[str]) -> None:

@@ -13,9 +13,10 @@ KVCacheManager run unchanged around it:
   prefill chunk. The sampled token is a constant: the requests stop at their own max_tokens
   (they ignore EOS), so the run is the same whatever the "model" would have said.
 
-It keeps each request's prompt length from its first scheduling (NewRequestData) across
-preemptions, and its output count from the scheduler's CachedRequestData, and forgets a
-request when the scheduler lists it as finished.
+It keeps each request's prompt length and output count from its admission (NewRequestData:
+how a release sends a resumed request is the family's `new_request_lengths`), its output count
+from the scheduler's CachedRequestData after that, and forgets a request when the scheduler
+lists it as finished. The output it returns is built by the family (`model_runner_output`).
 
 With a CPU tier (vLLM's OffloadingConnector, `--kv-offloading-size`) it also plays the
 connector's worker side (engine.adapters.v1.sim_offload_worker): it completes every load and
@@ -28,9 +29,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from vllm.v1.executor.abstract import Executor
-from vllm.v1.outputs import ModelRunnerOutput
 
-from engine.adapters.v1.current import tier
+from engine.adapters.v1.current import fam, tier
 
 SAMPLED_TOKEN_ID = 7  # any id the vocabulary has; nothing reads it back
 DOTTED_PATH = f"{__name__}.SimExecutor"
@@ -130,7 +130,8 @@ class SimExecutor(Executor):
         future.set_result(output)
         return future
 
-    def sample(self, so: Any) -> ModelRunnerOutput:
+    def sample(self, so: Any) -> Any:
+        """The step's ModelRunnerOutput (the family builds it)."""
         prompt_len, outputs = self._prompt_len, self._outputs
         for rid in so.finished_req_ids:
             prompt_len.pop(rid, None)
@@ -140,8 +141,7 @@ class SimExecutor(Executor):
         sampled: list[list[int]] = []
         for new in so.scheduled_new_reqs:
             rid = new.req_id
-            prompt_len[rid] = len(new.prompt_token_ids)
-            outputs[rid] = 0
+            prompt_len[rid], outputs[rid] = fam.new_request_lengths(new)
             req_ids.append(rid)
             sampled.append(self._sample(rid, new.num_computed_tokens + scheduled[rid]))
         cached = so.scheduled_cached_reqs
@@ -149,9 +149,7 @@ class SimExecutor(Executor):
             outputs[rid] = cached.num_output_tokens[i]
             req_ids.append(rid)
             sampled.append(self._sample(rid, cached.num_computed_tokens[i] + scheduled[rid]))
-        output = ModelRunnerOutput(req_ids=req_ids,
-                                   req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-                                   sampled_token_ids=sampled)
+        output = fam.model_runner_output(req_ids, sampled)
         if self.offload is not None:
             output.kv_connector_output = self.offload.step(tier.metadata_of(so))
         return output

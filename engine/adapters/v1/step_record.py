@@ -41,8 +41,7 @@ class StepReader:
         prefix_hits = 0
         if output is not None:
             scheduled = fam.scheduled_tokens(output)
-            new_ids = fam.new_ids(output)
-            resumed_ids = fam.resumed_ids(output)
+            new_ids, resumed_ids = capture.new_ids, capture.resumed_ids
             if not new_ids and not resumed_ids:  # most steps: every request was running
                 running = list(scheduled.items())
             else:
