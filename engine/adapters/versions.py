@@ -36,6 +36,7 @@ SUPPORTED: tuple[Release, ...] = (
     Release("0.6.3.post1", "vllm063", "v054_063"),
     Release("0.7.3", "vllm073", "v064_0102"),
     Release("0.10.2", "vllm0102", "v064_0102"),
+    Release("0.18.0", "vllm0180", "v018", engine="v1"),
     Release("0.33.0", "vllm033", "v033", engine="v1"),
 )
 DEFAULT = SUPPORTED[0]

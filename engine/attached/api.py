@@ -169,6 +169,12 @@ def install_from_env(kind: str) -> None:
             from engine.adapters.v0 import attach as v0
 
             v0.install_sim_platform()
+            from engine.adapters.versions import installed_engine
+
+            if installed_engine() == "v1":
+                from engine.adapters.v1.platform import install_sim_platform
+
+                install_sim_platform()
         return
     if kind == "v0":
         from engine.adapters.v0 import attach as v0

@@ -1,7 +1,9 @@
 """The process environment a V1 sim engine needs, set only for sim engines.
 
 - `VLLM_TARGET_DEVICE=cpu`: the CUDA wheel on a machine without a GPU cannot infer its platform
-  ("Failed to infer device type"); the sim executor runs nothing on it anyway.
+  ("Failed to infer device type"); the sim executor runs nothing on it anyway. A release that
+  does not read it for its platform (0.18) has its family install vLLM's CpuPlatform instead
+  (`install_sim_platform`).
 - `VLLM_ENABLE_V1_MULTIPROCESSING=0`: the engine core runs in this process, so the Session's
   hooks see its Scheduler and a step costs no IPC (6,000-7,500 steps/s in the trial).
 - `VLLM_DISABLE_REQUEST_ID_RANDOMIZATION=1`: vLLM appends 8 random hex characters to every
@@ -45,6 +47,7 @@ def prepare_sim_process() -> None:
                           "`PYTHONHASHSEED=0 observatory ...` (the observatory command sets it "
                           "itself)")
     os.environ.update(SIM_ENV)
+    install_sim_platform()
     platforms = sys.modules.get("vllm.platforms")
     resolved = getattr(platforms, "_current_platform", None) if platforms else None
     if resolved is not None and getattr(resolved, "device_type", "") != "cpu":
@@ -53,6 +56,16 @@ def prepare_sim_process() -> None:
                           "could set VLLM_TARGET_DEVICE=cpu: set it (and "
                           "VLLM_ENABLE_V1_MULTIPROCESSING=0) before importing vLLM, or build "
                           "the engine first")
+
+
+def install_sim_platform() -> None:
+    """vLLM's CPU platform for this process, where the release does not choose it from
+    VLLM_TARGET_DEVICE (0.18 detects CPU only in a CPU build): the family's
+    `install_sim_platform`, before anything resolves vLLM's platform. `observatory exec --sim`
+    calls it as soon as `vllm.platforms` is imported (engine.attached.api)."""
+    from engine.adapters.v1.current import fam
+
+    fam.install_sim_platform()
 
 
 def child_env(env: dict[str, str]) -> dict[str, str]:
