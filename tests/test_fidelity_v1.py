@@ -1,8 +1,9 @@
-"""Fidelity on V1 (issue 18, item 8): vLLM 0.33.0's own `tests/v1/core/test_scheduler.py`, with
-the observatory attached (`engine.attach`) to every Scheduler it builds under `off`, gives every
-test the outcome it has bare (tests/fidelity_v1/bare-0.33.0.txt). vLLM's file is not ours: it
-comes from the 0.33.0 sdist, cached outside the clone (tests/fidelity_v1/vllm_tests.py); where
-it is neither cached nor downloadable the test skips and says so."""
+"""Fidelity on V1 (issue 18, item 8): the installed release's own
+`tests/v1/core/test_scheduler.py`, with the observatory attached (`engine.attach`) to every
+Scheduler it builds under `off`, gives every test the outcome it has bare
+(tests/fidelity_v1/bare-<version>.txt). vLLM's file is not ours: it comes from the release's
+sdist (pinned by URL and sha256), cached outside the clone (tests/fidelity_v1/vllm_tests.py);
+where it is neither cached nor downloadable the test skips and says so."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ def test_vllms_scheduler_tests_keep_their_outcomes_with_the_observatory_attached
     attached = re.match(r"observatory fidelity: attached to (\d+) of (\d+) schedulers "
                         r"\(policy off\), a hook failed in (\d+) tests", summary)
     assert attached, summary
-    assert int(attached.group(1)) == int(attached.group(2)) > 100
+    # every scheduler attached, and a run that proves something: vLLM's file ran (a collection
+    # error or a missing test dependency is one `error` case, not a bare test id) and most of
+    # it passed bare (0.33.0: 215 of 281; 0.18.0: see bare-0.18.0.txt)
+    assert int(attached.group(1)) == int(attached.group(2)) >= len(bare) // 2
     assert attached.group(3) == "0"
-    assert sum(outcome == "passed" for outcome in bare.values()) > 200
+    passed = sum(outcome == "passed" for outcome in bare.values())
+    assert passed >= len(bare) // 2 and passed > 50, (passed, len(bare))

@@ -1,5 +1,6 @@
-"""Run vLLM 0.33.0's `tests/v1/core/test_scheduler.py` bare and with the observatory attached to
-every Scheduler (observatory_fidelity_plugin.py), and list the tests whose outcome changes.
+"""Run the installed vLLM's `tests/v1/core/test_scheduler.py` bare and with the observatory
+attached to every Scheduler (observatory_fidelity_plugin.py), and list the tests whose outcome
+changes.
 
     PYTHONHASHSEED=0 python -m tests.fidelity_v1.run [--policies off,full-isl,...] [-k EXPR]
 
@@ -21,11 +22,11 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tests.fidelity_v1.vllm_tests import SCHEDULER_TESTS, hf_cache, tests_root
+from tests.fidelity_v1.vllm_tests import SCHEDULER_TESTS, VERSION, hf_cache, tests_root
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = ("off", "full-isl", "whole-context", "least-computed")
-BARE = Path(__file__).with_name("bare-0.33.0.txt")
+BARE = Path(__file__).with_name(f"bare-{VERSION}.txt")
 """vLLM's outcome of each test, bare, in this environment (`--write-bare`): CI compares the
 observed run against it instead of running vLLM's file twice."""
 
@@ -40,8 +41,9 @@ def read_bare(path: Path = BARE) -> dict[str, str]:
 
 
 def write_bare(outcomes: dict[str, tuple[str, str]], path: Path = BARE) -> None:
-    lines = ["# vLLM 0.33.0 tests/v1/core/test_scheduler.py, bare, as tests/fidelity_v1/run.py "
-             "runs it (CPU platform, offline,", "# opt-125m's config only): outcome and test id. "
+    lines = [f"# vLLM {VERSION} tests/v1/core/test_scheduler.py, bare, as "
+             "tests/fidelity_v1/run.py runs it (CPU platform, offline,",
+             "# opt-125m's config only): outcome and test id. "
              "Written by `python -m tests.fidelity_v1.run --write-bare`."]
     lines += [f"{outcome} {name}" for name, (outcome, _) in sorted(outcomes.items())]
     path.write_text("\n".join(lines) + "\n")

@@ -1,10 +1,10 @@
-"""vLLM 0.33.0's own test files, from its sdist, cached outside the clone.
+"""The installed vLLM release's own test files, from its sdist (PINS), cached outside the clone.
 
 The wheel carries no tests (`vllm/` only), and vLLM's tests are not ours to commit, so the
 sdist is fetched once from the package index (the file and its sha256 as PyPI lists them) into
-`~/.cache/vllm-observatory/vllm-sdist-tests/0.33.0/` (VLLM_OBSERVATORY_CACHE overrides the
+`~/.cache/vllm-observatory/vllm-sdist-tests/<version>/` (VLLM_OBSERVATORY_CACHE overrides the
 root), and only its `tests/` tree and `pyproject.toml` (vLLM's pytest markers) are unpacked.
-`pip download --no-binary :all: vllm==0.33.0` would fetch the same file but then builds its
+`pip download --no-binary :all: vllm==<version>` would fetch the same file but then builds its
 metadata, which installs vLLM's build requirements (torch, cmake) first: minutes and gigabytes
 for a 47 MB archive, so the index's URL is read directly.
 """
@@ -18,11 +18,26 @@ import tarfile
 import urllib.request
 from pathlib import Path
 
-VERSION = "0.33.0"
+PINS = {  # release: (the sdist's URL, its sha256), as the index lists them
+    "0.18.0": ("https://files.pythonhosted.org/packages/39/a9/"
+               "ed48c497572a41552cc71b5ede15291d882c546a01df27ed42944eb3b3ad/vllm-0.18.0.tar.gz",
+               "9a1bee091db8dbb4664a2a09cd9c61912e9912a44af1ce12b8593a231d05971c"),
+    "0.33.0": ("https://files.pythonhosted.org/packages/f7/25/"
+               "aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/vllm-0.33.0.tar.gz",
+               "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112"),
+}
+
+
+def _installed() -> str:
+    """The installed vLLM's release (its tests are the ones to run); 0.33.0 without one."""
+    from engine.adapters.versions import installed_version
+
+    return (installed_version() or "0.33.0").split("+", 1)[0]
+
+
+VERSION = _installed()
 SDIST = f"vllm-{VERSION}.tar.gz"
-URL = ("https://files.pythonhosted.org/packages/f7/25/"
-       "aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/vllm-0.33.0.tar.gz")
-SHA256 = "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112"
+URL, SHA256 = PINS.get(VERSION, ("", ""))
 SCHEDULER_TESTS = "tests/v1/core/test_scheduler.py"
 
 
@@ -36,6 +51,8 @@ def cache_root() -> Path:
 
 
 def _download(dest: Path) -> None:
+    if not URL:
+        raise Unavailable(f"no sdist pinned for vLLM {VERSION}: add it to PINS in {__file__}")
     part = dest.with_suffix(".part")
     try:
         with urllib.request.urlopen(URL, timeout=120) as response, open(part, "wb") as out:
