@@ -277,7 +277,7 @@ def test_summary_of_a_v1_recording():
     out = observatory("summary", str(V1_OFF), "--json")
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
-    assert (summary["engine"], summary["vllm_version"]) == ("v1", "0.33.0")
+    assert (summary["engine"], summary["vllm_version"]) == ("v1", "0.33.0")  # recorded on it
     assert summary["max_preemptions_per_request"] >= 5 and summary["recompute_tax"] >= 0.5
     text = observatory("summary", str(V1_FIXED))
     assert text.returncode == 0 and "swap" not in text.stdout.lower(), text.stdout
@@ -512,8 +512,8 @@ def test_the_dry_run_resolves_a_v1_engine(backend, monkeypatch):
                       "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert (data["vllm_version"], data["engine"], data["api_family"]) == ("0.33.0", "v1",
-                                                                          "v033")
+    assert (data["vllm_version"], data["engine"], data["api_family"]) == (_release.version, "v1",
+                                                                          _release.family)
     args = data["engine_args"]
     assert (args["max_num_batched_tokens"], args["scheduler_reserve_full_isl"],
             args["enable_prefix_caching"]) == (512, False, False)
@@ -528,4 +528,5 @@ def test_the_dry_run_resolves_a_v1_engine(backend, monkeypatch):
     from engine.dry_run import format_text
 
     text = format_text(data)  # what the command prints without --json
-    assert "engine v1, adapter family v033" in text and "scheduler_reserve_full_isl" in text
+    assert f"engine v1, adapter family {_release.family}" in text
+    assert "scheduler_reserve_full_isl" in text

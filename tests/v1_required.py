@@ -1,4 +1,4 @@
-"""What every test file for vLLM's V1 engine (0.33) starts with, kept in one place.
+"""What every test file for vLLM's V1 engine (0.18, 0.33) starts with, kept in one place.
 
 - `needs_v1`: the module-level mark that skips the file, with the install command, where the
   installed vLLM is not the V1 line (the V0 venvs run the whole suite too).
@@ -19,7 +19,18 @@ RELEASE = release_for(installed_version())
 V1_INSTALLED = RELEASE is not None and RELEASE.engine == "v1"
 
 needs_v1 = pytest.mark.skipif(
-    not V1_INSTALLED, reason="needs vLLM's V1 engine (0.33.0): pip install -e '.[vllm033,test]'")
+    not V1_INSTALLED, reason="needs vLLM's V1 engine (0.18.0 or 0.33.0): pip install -e "
+                             "'.[vllm033,test]'")
+
+
+def cpu_tier_refusal() -> str | None:
+    """Why the installed V1 release refuses the CPU tier (its tier module's REFUSAL: 0.18's
+    offloading connector speaks a worker contract the sim does not play), or None."""
+    if not V1_INSTALLED:
+        return None
+    from engine.adapters.v1.current import tier
+
+    return getattr(tier, "REFUSAL", None)
 
 
 def require_hash_seed() -> None:
