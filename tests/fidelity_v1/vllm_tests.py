@@ -81,9 +81,30 @@ def hf_cache() -> Path:
     snapshot.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(repo / "engine" / "adapters" / "models" / "opt-125m" / "config.json",
                     snapshot / "config.json")
+    _byte_tokenizer(snapshot)
     (model / "refs").mkdir(exist_ok=True)
     (model / "refs" / "main").write_text("observatory")
     return hub
+
+
+def _byte_tokenizer(snapshot: Path) -> None:
+    """A byte-level BPE tokenizer with no merges (vocab.json, merges.txt) beside the config:
+    from 0.18 to some release before 0.33 vLLM's test scheduler loads the model's tokenizer
+    (its StructuredOutputManager), and OPT's vocabulary cannot be fetched here. The tests give
+    token ids, never text, so which vocabulary it is changes no scheduling decision."""
+    import json
+
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[byte] = chr(byte)
+        else:
+            chars[byte] = chr(256 + extra)
+            extra += 1
+    (snapshot / "vocab.json").write_text(json.dumps({chars[b]: b for b in range(256)}))
+    (snapshot / "merges.txt").write_text("#version: 0.2\n")
 
 
 def tests_root() -> Path:

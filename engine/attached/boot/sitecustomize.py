@@ -5,7 +5,9 @@ starts (the script, vLLM's EngineCore process, multiprocessing workers, verl's w
 this file at start-up. It does almost nothing then: it runs the sitecustomize that was there
 before (the next one on sys.path, if any) and adds an import hook. When vLLM's V0 engine module
 (`vllm.engine.llm_engine`) or V1 scheduler module (`vllm.v1.core.sched.scheduler`) finishes
-importing (and, for the sim on a release that detects its platform, `vllm.platforms`), the hook calls engine.attached.api.install_from_env, which attaches every engine the
+importing (and, for the sim on a release that detects its platform, `vllm.platforms`, and on
+V1 `vllm.engine.arg_utils`, which 0.18 imports before its scheduler module), the hook calls
+engine.attached.api.install_from_env, which attaches every engine the
 process builds from then on, configured by the OBSERVATORY_* environment
 (engine.attached.env). Processes that never import vLLM pay for one meta-path lookup per import.
 
@@ -21,7 +23,7 @@ import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TRIGGERS = {"vllm.platforms": "platform", "vllm.engine.llm_engine": "v0",
-             "vllm.v1.core.sched.scheduler": "v1"}
+             "vllm.v1.core.sched.scheduler": "v1", "vllm.engine.arg_utils": "args"}
 
 
 def _chain() -> None:
