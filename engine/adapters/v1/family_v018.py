@@ -74,6 +74,12 @@ def compile_result() -> float:
     return 0.0
 
 
+PLATFORM_FROM_ENV = False
+"""VLLM_TARGET_DEVICE does not choose 0.18's platform: a sim engine needs the observatory in
+its process before vLLM resolves one (`observatory run`, `observatory exec --sim`); `vllm
+serve --distributed-executor-backend engine.SimExecutor` by hand cannot start without a GPU."""
+
+
 def install_sim_platform() -> None:
     """vLLM's own CpuPlatform as this process's platform, unless one is resolved already:
     0.18 ignores VLLM_TARGET_DEVICE (it detects CPU only in a CPU build or on macOS) and finds

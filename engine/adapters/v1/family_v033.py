@@ -56,6 +56,11 @@ def full_isl_fits(scheduler: Any, request: Any, args: tuple, kwargs: dict[str, A
     raise NotImplementedError("0.33 enforces full-isl itself")
 
 
+PLATFORM_FROM_ENV = True
+"""vLLM picks its CPU platform from VLLM_TARGET_DEVICE=cpu in any process (`vllm serve` given
+the sim executor by hand too), not only where the observatory runs first."""
+
+
 def install_sim_platform() -> None:
     """Nothing: 0.33 picks its CPU platform from VLLM_TARGET_DEVICE=cpu (SIM_ENV)."""
 
