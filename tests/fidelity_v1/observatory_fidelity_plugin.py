@@ -85,7 +85,10 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     _policy = policy
     import vllm.v1.core.sched.async_scheduler  # noqa: F401  (import every subclass vLLM has)
-    import vllm.v1.core.sched.diffusion_scheduler  # noqa: F401
+    try:
+        import vllm.v1.core.sched.diffusion_scheduler  # noqa: F401
+    except ModuleNotFoundError:  # a release without it (0.18)
+        pass
     from vllm.v1.core.sched.scheduler import Scheduler
 
     from engine import attach
