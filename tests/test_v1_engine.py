@@ -52,8 +52,10 @@ def test_the_installed_release_is_the_v1_line():
     assert RELEASE.version == installed_version().split("+")[0] and RELEASE.engine == "v1"
     header = next(i for i in run("v1-thrash", max_steps=3) if isinstance(i, Header))
     assert (header.engine, header.vllm_version) == ("v1", installed_version())
+    from engine.adapters.v1.current import fam
+
     scheduler = header.engine_config["scheduler"]
-    if RELEASE.family == "v018":  # no such option: the hook enforces it (family_v018)
+    if not fam.NATIVE_FULL_ISL:  # no such option (0.18): the hook enforces the rule
         assert "scheduler_reserve_full_isl" not in scheduler
     else:
         assert scheduler["scheduler_reserve_full_isl"] is False
