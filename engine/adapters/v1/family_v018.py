@@ -15,8 +15,9 @@ the names family_v033 reads and this module reuses (a Request, a SchedulerOutput
   `max_model_len`, `block_pool`) and the wrapped `kv_cache_manager.allocate_slots(request,
   num_new_tokens, num_new_computed_tokens, new_computed_blocks, num_lookahead_tokens,
   num_external_computed_tokens, delay_cache_blocks, num_encoder_tokens)`;
-- a Request: `status` (`WAITING_FOR_REMOTE_KVS`), `is_prefill_chunk` (set by the scheduler
-  after each step: the request is still prefilling), `num_prompt_tokens`;
+- a Request: `request_id`, `num_computed_tokens`, `num_tokens`, `status`
+  (`RequestStatus.WAITING_FOR_REMOTE_KVS`), `is_prefill_chunk` (set by the scheduler after
+  each step: the request is still prefilling);
 - the executor RPC `compile_or_warm_up_model`, whose answer 0.18 reads as a float of seconds;
 - the platform: `vllm.platforms._current_platform` (set to `vllm.platforms.cpu.CpuPlatform()`
   for a sim engine, before vLLM resolves its own).
