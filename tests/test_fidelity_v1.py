@@ -35,7 +35,7 @@ def test_vllms_scheduler_tests_keep_their_outcomes_with_the_observatory_attached
     # every scheduler attached, and a run that proves something: vLLM's file ran (a collection
     # error or a missing test dependency is one `error` case, not a bare test id) and most of
     # it passed bare (0.33.0: 215 of 281; 0.18.0: 65 of 94)
-    assert int(attached.group(1)) == int(attached.group(2)) >= len(bare) // 2
+    assert int(attached.group(1)) == int(attached.group(2)) > 0  # 0.18.0: 69 of 69
     assert attached.group(3) == "0"
     passed = sum(outcome == "passed" for outcome in bare.values())
     assert passed >= len(bare) // 2 and passed > 50, (passed, len(bare))
