@@ -32,7 +32,8 @@ resumed as soon as its next chunk fits, preempted again at once). Its policies, 
 same way, are an admission rule plus an optional choice of victim, joined with "+":
 
 - ``full-isl``: vLLM's own `scheduler_reserve_full_isl` (PR #37307), switched live: admit or
-  resume a request only when blocks for its whole context are free.
+  resume a request only when blocks for its whole context are free. vLLM 0.18 has no such
+  option: there the observatory's hook makes vLLM's check itself (engine.adapters.v1.hooks).
 - ``whole-context``: the same, but beside what the prefills in flight still need: the free
   blocks must hold the request's whole context plus the rest of every running prefill.
 - ``least-computed``: preempt the request that has computed the fewest tokens (vLLM PR #53723)

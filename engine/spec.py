@@ -112,7 +112,8 @@ class RunSpec(msgspec.Struct, kw_only=True):
         "V1: vLLM's prefix caching (V0 runs without it)", flag="--prefix-caching")] = False
     scheduler_reserve_full_isl: Annotated[bool, Setting(
         "V1: admit a request only when blocks for its whole context are free (vLLM PR #37307, "
-        "on by default in 0.33; off is #25538)", flag="--reserve-full-isl")] = True
+        "on by default in 0.33; off is #25538; 0.18 has no such option and the "
+        "observatory's hook enforces it)", flag="--reserve-full-isl")] = True
     long_prefill_token_threshold: Annotated[int, Setting(
         "V1: at most this many tokens of one prefill per step, so several prefills run at "
         "once (0: no limit)", lo=0, hi=10_000_000)] = 0

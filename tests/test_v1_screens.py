@@ -277,7 +277,7 @@ def test_summary_of_a_v1_recording():
     out = observatory("summary", str(V1_OFF), "--json")
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
-    assert (summary["engine"], summary["vllm_version"]) == ("v1", "0.33.0")
+    assert (summary["engine"], summary["vllm_version"]) == ("v1", "0.33.0")  # recorded on it
     assert summary["max_preemptions_per_request"] >= 5 and summary["recompute_tax"] >= 0.5
     text = observatory("summary", str(V1_FIXED))
     assert text.returncode == 0 and "swap" not in text.stdout.lower(), text.stdout

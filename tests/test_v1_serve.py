@@ -12,7 +12,8 @@ Two servers start at once (each takes about a minute, mostly imports):
   --record DIR -- vllm serve DIR`, with a client of the observatory's stream protocol (what
   `observatory live --connect` speaks) that sees the steps and switches the policy.
 
-Skips without a V1 release (CI runs it in every V1 release's venv, PYTHONHASHSEED=0).
+Skips without a V1 release (CI runs it in every V1 release's venv, PYTHONHASHSEED=0); on
+0.18 the explicit forms skip (its platform is not chosen by VLLM_TARGET_DEVICE).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def servers(tmp_path_factory):
         server_env(), base / "exec.log")
     started = []
     try:
-        for server in (explicit, watched):
+        for server in (explicit, watched) if _EXPLICIT_RUNS else (watched,):
             started.append(server.launch())
         for server in started:
             server.wait_ready()
@@ -95,6 +96,26 @@ def _recording(directory: Path):
     return steps, changes, items[-1]
 
 
+def _explicit_runs() -> bool:
+    """Whether the installed release picks its CPU platform from VLLM_TARGET_DEVICE (0.33), so
+    the explicit forms start here without the observatory in the process first; 0.18 does not
+    (engine.adapters.v1.family_v018.PLATFORM_FROM_ENV), and without a GPU finds no platform."""
+    from v1_required import V1_INSTALLED
+
+    if not V1_INSTALLED:
+        return False
+    from engine.adapters.v1.current import fam
+
+    return fam.PLATFORM_FROM_ENV
+
+
+_EXPLICIT_RUNS = _explicit_runs()
+
+
+@pytest.mark.skipif(not _EXPLICIT_RUNS, reason="this vLLM picks its CPU platform only in a CPU "
+                    "build (not from VLLM_TARGET_DEVICE): `vllm serve` with the sim executor "
+                    "by hand finds no platform on a machine without a GPU; `observatory exec "
+                    "--sim` installs it (the other test)")
 def test_explicit_forms_serve_the_openai_client_and_record(servers):
     import openai
 

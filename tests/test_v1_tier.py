@@ -19,9 +19,15 @@ from engine.adapters.versions import installed_version
 from engine.stream.records import (SCHEMA_VERSION, Header, RunFinished, V1StepRecord,
                                    decode_record, encode)
 
-from v1_required import RELEASE, needs_v1, require_hash_seed
+from v1_required import NEEDS_V1, V1_INSTALLED, cpu_tier_refusal, require_hash_seed
 
 require_hash_seed()
+_REFUSAL = cpu_tier_refusal()
+needs_tier = pytest.mark.skipif(
+    not V1_INSTALLED or _REFUSAL is not None,
+    reason=_REFUSAL or NEEDS_V1)
+"""The tier's tests: where the installed release refuses the tier (0.18.0, tier_v018.py), the
+refusal is what is tested instead (test_a_release_without_the_tier_refuses_it_in_one_line)."""
 
 PRESET = "v1-prefix-offload"
 _runs: dict[str, list] = {}
@@ -46,7 +52,27 @@ def steps_of(items: list) -> list[V1StepRecord]:
     return [i for i in items if type(i) is V1StepRecord]
 
 
-@needs_v1
+@pytest.mark.skipif(not V1_INSTALLED or _REFUSAL is None,
+                    reason="the installed release runs the CPU tier")
+def test_a_release_without_the_tier_refuses_it_in_one_line():
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "run", "--preset", PRESET,
+                          "--max-steps", "5", "--json", "--no-record"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.startswith("observatory:")]
+    assert len(lines) == 1 and "--kv-offloading-size" in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
+    # the same preset without the tier runs
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "run", "--preset", PRESET,
+                          "--kv-offloading-size", "0", "--max-steps", "5", "--json",
+                          "--no-record"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert msgspec.json.decode(out.stdout)["steps"] == 5
+
+
+@needs_tier
 def test_prefixes_come_back_from_the_cpu_tier_and_the_bytes_equal_vllms_counters():
     """The counters are vLLM's own Prometheus ones (what /metrics shows), fed by the bytes
     the sim worker reported for each job it completed; the records count each job's bytes
@@ -72,7 +98,7 @@ def test_prefixes_come_back_from_the_cpu_tier_and_the_bytes_equal_vllms_counters
     assert steps[-1].cpu_in_flight == 0  # no job left waiting: the engine can go idle
 
 
-@needs_v1
+@needs_tier
 def test_without_the_tier_the_same_preset_computes_more_tokens():
     from engine.analysis.summary import summarize
 
@@ -85,7 +111,7 @@ def test_without_the_tier_the_same_preset_computes_more_tokens():
         kv_offloading_gib=0.0)))
 
 
-@needs_v1
+@needs_tier
 def test_the_bandwidth_delays_completions_by_steps_and_the_clock_charges_them():
     """At 0.5 GB/s a prefix's load (64 blocks of 589,824 bytes: 75 ms) outlasts many 5 ms
     steps: its request waits that many steps, some steps have nothing else to do, and the run
@@ -100,7 +126,7 @@ def test_the_bandwidth_delays_completions_by_steps_and_the_clock_charges_them():
     assert idle and all(s.cpu_in_flight > 0 for s in idle)
 
 
-@needs_v1
+@needs_tier
 def test_a_step_that_must_wait_for_a_flushed_store_is_charged_the_wait():
     """A preempted request's stores in flight are flushed (vLLM's `jobs_to_flush`): the
     worker waits for them before the forward pass, and the sim charges that step the wait."""
@@ -119,7 +145,7 @@ def test_a_step_that_must_wait_for_a_flushed_store_is_charged_the_wait():
         assert s.sim_step_s >= s.cpu_wait_s + cost.base_s
 
 
-@needs_v1
+@needs_tier
 def test_a_request_aborted_mid_load_is_reported_and_freed():
     """vLLM frees an aborted request's blocks only when its load is reported: the worker
     reports it like any other, so nothing waits for a transfer forever."""
@@ -159,7 +185,7 @@ def test_a_request_aborted_mid_load_is_reported_and_freed():
     assert summary.cpu_tier_load_bytes == read_counters().load_bytes
 
 
-@needs_v1
+@needs_tier
 def test_two_runs_write_the_same_records_and_the_recording_verifies(tmp_path):
     from engine.analysis.verify import verify_file
     from engine.session import Session
@@ -186,7 +212,7 @@ def test_two_runs_write_the_same_records_and_the_recording_verifies(tmp_path):
     assert result.steps_checked == len(a)
 
 
-@needs_v1
+@needs_tier
 def test_the_run_command_reports_the_tier_in_its_json():
     import subprocess
 
@@ -202,7 +228,7 @@ def test_the_run_command_reports_the_tier_in_its_json():
         assert key in summary
 
 
-@needs_v1
+@needs_tier
 def test_a_dry_run_resolves_the_v1_engine_and_its_tier_without_building_it():
     from engine.dry_run import format_text, resolve
     from engine.spec import preset_spec
@@ -216,7 +242,7 @@ def test_a_dry_run_resolves_the_v1_engine_and_its_tier_without_building_it():
     assert "kv_connector" in format_text(data)
 
 
-@needs_v1
+@needs_tier
 def test_a_tier_too_small_for_one_chunk_is_one_line():
     from engine.errors import ConfigError
     from engine.session import Session
@@ -228,7 +254,7 @@ def test_a_tier_too_small_for_one_chunk_is_one_line():
     assert "\n" not in message and "holds no chunk" in message and "at least 0.0006" in message
 
 
-@needs_v1
+@needs_tier
 def test_the_sim_worker_reports_each_job_once_when_its_bytes_have_moved():
     """The worker's timing on vLLM's own metadata classes: a load of 8 blocks at 1 GB/s
     (8 x 589,824 bytes: 4.7 ms) issued at 0 s is done within a 5 ms step; a store is submitted

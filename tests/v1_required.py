@@ -1,4 +1,4 @@
-"""What every test file for vLLM's V1 engine (0.29, 0.33, 0.34) starts with, kept in one place.
+"""What every test file for vLLM's V1 engine (0.18, 0.29, 0.33, 0.34) starts with, kept in one place.
 
 - `needs_v1`: the module-level mark that skips the file, with the install command, where the
   installed vLLM is not the V1 line (the V0 venvs run the whole suite too).
@@ -22,6 +22,16 @@ NEEDS_V1 = ("needs vLLM's V1 engine (" + ", ".join(r.version for r in V1_RELEASE
             + "; ".join(r.install for r in V1_RELEASES))
 
 needs_v1 = pytest.mark.skipif(not V1_INSTALLED, reason=NEEDS_V1)
+
+
+def cpu_tier_refusal() -> str | None:
+    """Why the installed V1 release refuses the CPU tier (its tier module's REFUSAL: 0.18's
+    offloading connector speaks a worker contract the sim does not play), or None."""
+    if not V1_INSTALLED:
+        return None
+    from engine.adapters.v1.current import tier
+
+    return getattr(tier, "REFUSAL", None)
 
 
 def require_hash_seed() -> None:

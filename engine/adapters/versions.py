@@ -50,6 +50,7 @@ SUPPORTED: tuple[Release, ...] = (
     Release("0.6.3.post1", "vllm063", "v054_063"),
     Release("0.7.3", "vllm073", "v064_0102"),
     Release("0.10.2", "vllm0102", "v064_0102"),
+    Release("0.18.0", "vllm0180", "v018", engine="v1"),
     Release("0.29.0", "vllm0290", "v029", engine="v1"),
     Release("0.33.0", "vllm033", "v033", engine="v1", covers=("0.31.0", "0.32.0")),
     Release("0.34.0", "vllm034", "v034", engine="v1", override=True, sim_plugin=True),

@@ -182,6 +182,22 @@ def install_from_env(kind: str) -> None:
             from engine.adapters.v0 import attach as v0
 
             v0.install_sim_platform()
+            from engine.adapters.versions import installed_engine
+
+            if installed_engine() == "v1":
+                from engine.adapters.v1.platform import install_sim_platform
+
+                install_sim_platform()
+        return
+    if kind == "args":
+        # a V1 sim engine's executor is chosen as its config is built: 0.18's `LLM` builds it
+        # before anything imports the scheduler module (the "v1" trigger), so here too
+        from engine.adapters.versions import installed_engine
+
+        if config.sim and installed_engine() == "v1":
+            from engine.adapters.v1 import attach as v1
+
+            v1.install_sim()
         return
     if kind == "v0":
         from engine.adapters.v0 import attach as v0

@@ -76,6 +76,11 @@ def pytest_configure(config: pytest.Config) -> None:
     global _policy
     policy = config.getoption("--observatory-policy")
     config.addinivalue_line("markers", "optional: vLLM's optional tests")
+    # vLLM's CPU platform, bare and attached alike, as the observatory's sims run it: a release
+    # that does not choose it from VLLM_TARGET_DEVICE (0.18) gets it from its family
+    from engine.adapters.v1.platform import install_sim_platform
+
+    install_sim_platform()
     if policy is None:
         return
     _policy = policy

@@ -17,7 +17,7 @@ V0_OPTIONS = (("off", "vLLM as released (the bug)"),
               ("watermark", "no prefills while CPU KV ≥ level"),
               ("reserve", "admit only what GPU + CPU can hold at worst (no abort)"))
 V1_OPTIONS = (("off", "vLLM as configured (v1-thrash: #25538)"),
-              ("full-isl", "vLLM's scheduler_reserve_full_isl, live"),
+              ("full-isl", "vLLM's full-ISL rule (0.18: the hook's)"),
               ("whole-context", "whole context + prefills in flight fit"),
               ("least-computed", "preempt the least computed (PR #53723)"),
               ("whole-context+least-computed", "both"))

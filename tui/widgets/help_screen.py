@@ -43,7 +43,9 @@ V1_POLICIES = [
     ("off", "vLLM as configured (v1-thrash: its scheduler_reserve_full_isl off, #25538): a "
             "preempted request is resumed as soon as its next chunk fits, and preempted again"),
     ("full-isl", "vLLM's own scheduler_reserve_full_isl (PR #37307), switched live: admit or "
-                 "resume a request only when blocks for its whole context are free"),
+                 "resume a request only when blocks for its whole context are free (vLLM 0.18 "
+                 "has no such option: there the observatory's hook makes vLLM's check, with "
+                 "0.18's block arithmetic)"),
     ("whole-context", "the same, beside what the prefills in flight still need: stops the "
                       "thrash with several prefills in flight too"),
     ("least-computed", "the victim is the request that has computed the fewest tokens (PR "

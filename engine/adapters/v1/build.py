@@ -105,10 +105,12 @@ def build_engine(spec: RunSpec) -> BuiltV1Engine:
                           f"{text[0] if text else type(exc).__name__}") from None
     engine_core = fam.engine_core_of(engine)
     config = fam.vllm_config_of(engine)
+    scheduler = fam.scheduler_of(engine_core)
+    fam.configure(scheduler, spec)
     return BuiltV1Engine(
         engine=engine,
         engine_core=engine_core,
-        scheduler=fam.scheduler_of(engine_core),
+        scheduler=scheduler,
         model=spec.model_name,
         vllm_version=vllm.__version__,
         max_model_len=config.model_config.max_model_len,
@@ -116,7 +118,7 @@ def build_engine(spec: RunSpec) -> BuiltV1Engine:
     )
 
 
-def _given_args(args: Any) -> dict[str, Any]:
+def _given_args(args: Any, spec: RunSpec) -> dict[str, Any]:
     """The dry run's engine arguments as a run passes them to vLLM (unresolved: vLLM could not
     build its config here), under the names the resolved form uses."""
     transfer = getattr(args, "kv_transfer_config", None)
@@ -125,7 +127,7 @@ def _given_args(args: Any) -> dict[str, Any]:
         "max_num_batched_tokens": args.max_num_batched_tokens,
         "max_num_seqs": args.max_num_seqs,
         "long_prefill_token_threshold": args.long_prefill_token_threshold,
-        "scheduler_reserve_full_isl": args.scheduler_reserve_full_isl,
+        "scheduler_reserve_full_isl": fam.full_isl_setting(args, spec),
         "block_size": args.block_size,
         "enable_prefix_caching": args.enable_prefix_caching,
         "num_gpu_blocks_override": args.num_gpu_blocks_override,
@@ -185,7 +187,7 @@ def resolve(spec: RunSpec) -> Any:
         notes.append(f"vLLM's platform detection found no device ({platform.__qualname__}), "
                      "so its config cannot be built here: the engine arguments are those a "
                      "run passes, as given, and the executor the one vLLM picks for them")
-        given = _given_args(args_in)
+        given = _given_args(args_in, resolved_spec)
         return Resolved(backend=spec.backend, vllm_version=vllm.__version__,
                         engine=release.engine, api_family=release.family,
                         executor_class=f"{executor.__module__}.{executor.__qualname__}",
@@ -205,7 +207,7 @@ def resolve(spec: RunSpec) -> Any:
         "max_num_batched_tokens": scheduler.max_num_batched_tokens,
         "max_num_seqs": scheduler.max_num_seqs,
         "long_prefill_token_threshold": scheduler.long_prefill_token_threshold,
-        "scheduler_reserve_full_isl": bool(scheduler.scheduler_reserve_full_isl),
+        "scheduler_reserve_full_isl": fam.full_isl_setting(scheduler, resolved_spec),
         "block_size": cache.block_size,
         "enable_prefix_caching": bool(cache.enable_prefix_caching),
         "num_gpu_blocks_override": cache.num_gpu_blocks_override,

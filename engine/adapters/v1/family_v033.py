@@ -22,19 +22,50 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any, Callable
 
-from vllm.v1.outputs import ModelRunnerOutput
-from vllm.v1.request import RequestStatus
-
 from engine.spec import RunSpec
 
-_ADMITTING = (RequestStatus.WAITING, RequestStatus.PREEMPTED)
+_ADMITTING: tuple = ()  # (WAITING, PREEMPTED), on first use: importing vLLM's request module
+# resolves vLLM's platform on some releases (0.18), which a sim engine must choose first
 
 TIER = "tier_v033"  # the offloading connector's names (engine.adapters.v1.current.tier)
+
+NATIVE_FULL_ISL = True
+"""vLLM's own `scheduler_reserve_full_isl` enforces `full-isl`: the hook only switches it."""
 
 
 # ---- building ---------------------------------------------------------------------------------
 def engine_kwargs(spec: RunSpec) -> dict[str, Any]:
     return {"scheduler_reserve_full_isl": spec.scheduler_reserve_full_isl}
+
+
+def configure(scheduler: Any, spec: RunSpec) -> None:
+    """The spec's settings EngineArgs cannot carry: none on 0.33."""
+
+
+def full_isl_setting(config: Any, spec: RunSpec) -> bool:
+    """The full-ISL option a run starts with, from `config` (EngineArgs or SchedulerConfig)."""
+    return bool(config.scheduler_reserve_full_isl)
+
+
+def compile_result() -> Any:
+    """What a worker's `compile_or_warm_up_model` returns: nothing compiled."""
+    from vllm.v1.worker.worker_base import CompilationTimes
+
+    return CompilationTimes(language_model=0.0, encoder=0.0)
+
+
+def full_isl_fits(scheduler: Any, request: Any, args: tuple, kwargs: dict[str, Any]) -> bool:
+    """Never asked on 0.33 (NATIVE_FULL_ISL): vLLM's own allocate_slots checks it."""
+    raise NotImplementedError("0.33 enforces full-isl itself")
+
+
+PLATFORM_FROM_ENV = True
+"""vLLM picks its CPU platform from VLLM_TARGET_DEVICE=cpu in any process (`vllm serve` given
+the sim executor by hand too), not only where the observatory runs first."""
+
+
+def install_sim_platform() -> None:
+    """Nothing: 0.33 picks its CPU platform from VLLM_TARGET_DEVICE=cpu (SIM_ENV)."""
 
 
 def construct(args: Any) -> Any:
@@ -133,7 +164,15 @@ def request_id(request: Any) -> str:
 
 def is_admitting(request: Any) -> bool:
     """Waiting for its first admission or to resume after a preemption."""
-    return request.status in _ADMITTING
+    return request.status in (_ADMITTING or _admitting())
+
+
+def _admitting() -> tuple:
+    global _ADMITTING
+    from vllm.v1.request import RequestStatus
+
+    _ADMITTING = (RequestStatus.WAITING, RequestStatus.PREEMPTED)
+    return _ADMITTING
 
 
 def computed_tokens(request: Any) -> int:
@@ -208,6 +247,8 @@ def new_request_lengths(new: Any) -> tuple[int, int]:
 
 def model_runner_output(req_ids: list[str], sampled: list[list[int]]) -> Any:
     """The ModelRunnerOutput of a step that sampled `sampled[i]` for `req_ids[i]`."""
+    from vllm.v1.outputs import ModelRunnerOutput  # at use: see _ADMITTING
+
     return ModelRunnerOutput(req_ids=req_ids,
                              req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
                              sampled_token_ids=sampled)

@@ -51,6 +51,9 @@ from engine.adapters.v1.family_v033 import (  # noqa: F401  (the names 0.34 kept
     is_admitting, kv_cache_manager, output_tokens, preemptions, request_id, request_progress,
     requests, reserve_full_isl, running, scheduled_tokens, scheduler_of, set_reserve_full_isl,
     token_budget, total_blocks, total_scheduled_tokens, vllm_config_of)
+from engine.adapters.v1.family_v033 import (  # noqa: F401  (0.34 has vLLM's full-ISL option)
+    NATIVE_FULL_ISL, PLATFORM_FROM_ENV, compile_result, configure, full_isl_fits,
+    full_isl_setting, install_sim_platform)
 
 TIER = "tier_v033"  # the offloading connector's names are 0.33's
 

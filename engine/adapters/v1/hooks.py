@@ -22,7 +22,12 @@ What each reads or wraps of vLLM's private API is in the release family's module
     request with the fewest computed tokens among those not yet scheduled this step (the one
     being allocated and those after it, which vLLM's FCFS bookkeeping requires; the latest on a
     tie) to the end of the list, so vLLM's own code preempts it and the others keep their order.
-  With `off` and `full-isl` it calls the original and changes nothing.
+  - full ISL where vLLM has no `scheduler_reserve_full_isl` (0.18: `fam.NATIVE_FULL_ISL`
+    False): a waiting or preempted request is refused unless its whole context fits in the
+    free blocks, vLLM 0.29+'s own `full_sequence_must_fit` check (`fam.full_isl_fits`), under
+    `full-isl` or when the run configures it (`--reserve-full-isl`).
+  With `off` and `full-isl` it calls the original and changes nothing where vLLM has the
+  option.
 """
 
 from __future__ import annotations
@@ -66,7 +71,8 @@ class V1SchedulerHook(PolicySwitch):
     context manager around its own code (free in Python 3.11 until something raises), one C
     call per request to read it (`fam.request_progress`), and the `allocate_slots` wrapper on
     vLLM's KV manager only while a policy rule needs it (`off` and `full-isl` change nothing
-    there, and vLLM calls it once per scheduled request).
+    there where vLLM has its own full-ISL option, and vLLM calls it once per scheduled
+    request).
     """
 
     def __init__(self, scheduler: Any, policy: Policy) -> None:
@@ -76,6 +82,7 @@ class V1SchedulerHook(PolicySwitch):
         self.configured_full_isl = fam.reserve_full_isl(scheduler)  # vLLM as configured
         self.block_size = fam.block_size(scheduler)
         self.current = V1Capture(policy)
+        self._hook_full_isl = False  # the hook enforces full ISL (sync_policy says when)
         self.high_water: dict[str, int] = {}  # request id -> most tokens it ever had computed
         # what goes on the KV manager while a rule needs it (attach's Guard wraps it)
         self.allocate_entry: Callable[..., Any] = self._allocate_slots
@@ -85,10 +92,13 @@ class V1SchedulerHook(PolicySwitch):
         """Make vLLM match the policy in force: its own `scheduler_reserve_full_isl`, and the
         `allocate_slots` wrapper on or off."""
         policy = self._policy
-        fam.set_reserve_full_isl(self.scheduler, policy.admission == "full-isl"
-                                 or self.configured_full_isl)
+        full_isl = policy.admission == "full-isl" or self.configured_full_isl
+        fam.set_reserve_full_isl(self.scheduler, full_isl)
+        # a release without vLLM's option (fam.NATIVE_FULL_ISL False) has the hook enforce it
+        self._hook_full_isl = full_isl and not fam.NATIVE_FULL_ISL
         manager = vars(fam.kv_cache_manager(self.scheduler))
-        if policy.admission == "whole-context" or policy.victim == "least-computed":
+        if (policy.admission == "whole-context" or policy.victim == "least-computed"
+                or self._hook_full_isl):
             manager["allocate_slots"] = self.allocate_entry
         else:
             manager.pop("allocate_slots", None)
@@ -192,6 +202,9 @@ class V1SchedulerHook(PolicySwitch):
                 capture.withheld = True
                 capture.held_back = fam.waiting_count(self.scheduler)
                 return None  # what vLLM's allocator says when the blocks are not there
+            if (admitting and self._hook_full_isl
+                    and not fam.full_isl_fits(self.scheduler, request, args, kwargs)):
+                return None  # vLLM's own full-ISL refusal (0.29+), where it has none
         blocks = self._originals["allocate_slots"](request, num_new_tokens, *args, **kwargs)
         if blocks is None and not admitting and policy.victim == "least-computed":
             with _OWN_ALLOCATE:

@@ -9,7 +9,9 @@
   (`vllm_platform_plugin` below, declared in pyproject.toml) that names it only in a process
   with `OBSERVATORY_SIM_PLATFORM=1`, and `VLLM_TARGET_DEVICE` left at vLLM's default, `cuda`
   (an explicit `cpu` skips the plugins). The platform is engine.adapters.v1.sim_platform;
-  everywhere else the plugin says None and vLLM detects its platform as it would without it.
+  everywhere else the plugin says None and vLLM detects its platform as it would without it. A release that does not choose its platform from
+  `VLLM_TARGET_DEVICE` at all (0.18 detects the CPU only in a CPU build) has its family install
+  vLLM's own CpuPlatform instead (`install_sim_platform`).
 - `VLLM_ENABLE_V1_MULTIPROCESSING=0`: the engine core runs in this process, so the Session's
   hooks see its Scheduler and a step costs no IPC (6,000-7,500 steps/s in the trial).
 - `VLLM_DISABLE_REQUEST_ID_RANDOMIZATION=1`: vLLM appends 8 random hex characters to every
@@ -102,6 +104,7 @@ def prepare_sim_process() -> None:
                           "platform plugin, which the sim needs on this vLLM: reinstall it "
                           "(pip install -e . in the clone)")
     os.environ.update(env)
+    install_sim_platform()
     platforms = sys.modules.get("vllm.platforms")
     resolved = getattr(platforms, "_current_platform", None) if platforms else None
     if resolved is not None and getattr(resolved, "device_type", "") != "cpu":
@@ -111,6 +114,16 @@ def prepare_sim_process() -> None:
         raise ConfigError(f"vLLM was imported and chose its platform before the sim engine "
                           f"could set its own: set {settings} before importing vLLM, or build "
                           f"the engine first")
+
+
+def install_sim_platform() -> None:
+    """vLLM's CPU platform for this process, where the release does not choose it from
+    VLLM_TARGET_DEVICE (0.18 detects CPU only in a CPU build): the family's
+    `install_sim_platform`, before anything resolves vLLM's platform. `observatory exec --sim`
+    calls it as soon as `vllm.platforms` is imported (engine.attached.api)."""
+    from engine.adapters.v1.current import fam
+
+    fam.install_sim_platform()
 
 
 def child_env(env: dict[str, str]) -> dict[str, str]:
