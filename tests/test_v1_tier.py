@@ -164,8 +164,6 @@ def test_waiting_counts_the_requests_holding_blocks_for_an_async_load():
     load in 0.33's `kv_holding_waiting`, not in `waiting` (at 0.5 GB/s, for many steps). A
     record's `waiting` counts it: at every step it equals the requests vLLM holds that are
     neither running nor finished, counted from their own status."""
-    from vllm.v1.request import RequestStatus
-
     from engine.session import Session
     from engine.spec import preset_spec
 
@@ -175,6 +173,8 @@ def test_waiting_counts_the_requests_holding_blocks_for_an_async_load():
     def check(item: Any) -> None:
         if type(item) is not V1StepRecord:
             return
+        from vllm.v1.request import RequestStatus  # once the engine is built: vLLM's platform
+
         requests = session.driver.scheduler.requests.values()
         idle = [r for r in requests if not r.is_finished() and r.status != RequestStatus.RUNNING]
         loading = sum(r.status == RequestStatus.WAITING_FOR_REMOTE_KVS for r in idle)
