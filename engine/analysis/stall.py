@@ -136,7 +136,7 @@ class StallWatch:
 
 
 def stall_text(stall: Stall, compact: bool) -> str:
-    """The status line's words for it (the step detail's and `exec`'s too)."""
+    """The status line's words for it (the step detail's too)."""
     if compact:
         return f"⚠ no admission {stall.steps:,} steps"
     return (f"⚠ no admission for {stall.steps:,} steps while KV has room "
