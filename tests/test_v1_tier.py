@@ -186,6 +186,34 @@ def test_a_request_aborted_mid_load_is_reported_and_freed():
 
 
 @needs_tier
+def test_waiting_counts_the_requests_holding_blocks_for_an_async_load():
+    """A request whose prefix comes back from the CPU tier gets its blocks and waits for the
+    load in 0.33's `kv_holding_waiting`, not in `waiting` (at 0.5 GB/s, for many steps). A
+    record's `waiting` counts it: at every step it equals the requests vLLM holds that are
+    neither running nor finished, counted from their own status."""
+    from engine.session import Session
+    from engine.spec import preset_spec
+
+    session = Session(preset_spec(PRESET, offload_bandwidth_gbps=0.5).validated())
+    seen: list[tuple[int, int, int]] = []  # (record's waiting, not running nor done, loading)
+
+    def check(item: Any) -> None:
+        if type(item) is not V1StepRecord:
+            return
+        from vllm.v1.request import RequestStatus  # once the engine is built: vLLM's platform
+
+        requests = session.driver.scheduler.requests.values()
+        idle = [r for r in requests if not r.is_finished() and r.status != RequestStatus.RUNNING]
+        loading = sum(r.status == RequestStatus.WAITING_FOR_REMOTE_KVS for r in idle)
+        seen.append((item.waiting, len(idle), loading))
+
+    session.subscribe(check)
+    session.run()
+    assert sum(1 for _, _, loading in seen if loading) > 100  # loads keep requests waiting
+    assert [waiting for waiting, _, _ in seen] == [idle for _, idle, _ in seen]
+
+
+@needs_tier
 def test_two_runs_write_the_same_records_and_the_recording_verifies(tmp_path):
     from engine.analysis.verify import verify_file
     from engine.session import Session

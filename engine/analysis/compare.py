@@ -51,6 +51,9 @@ class V1RunMetrics(RunMetrics, kw_only=True):
     peak_gpu_kv_pct: float
     computed_tokens: int = 0
     cpu_tier_hit_tokens: int = 0  # tokens served from vLLM's CPU KV tier (0: no tier)
+    longest_stall_steps: int = 0  # the longest admission stall (engine.analysis.stall); 0: none
+    longest_stall_since: int | None = None  # the step it began
+    unfinished_requests: int = 0  # arrived and never finished
 
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -79,7 +82,10 @@ def run_metrics(recording: Recording) -> RunMetrics:
                   max_preemptions_per_request=summary.max_preemptions_per_request,
                   recompute_tax=summary.recompute_tax, peak_gpu_kv_pct=summary.peak_gpu_kv_pct,
                   computed_tokens=summary.computed_tokens,
-                  cpu_tier_hit_tokens=summary.cpu_tier_hit_tokens)
+                  cpu_tier_hit_tokens=summary.cpu_tier_hit_tokens,
+                  longest_stall_steps=summary.longest_stall_steps,
+                  longest_stall_since=summary.longest_stall_since,
+                  unfinished_requests=summary.unfinished_requests)
     return (V1RunMetrics if v1 else RunMetrics)(
         **v1,
         name=os.path.basename(recording.path),
@@ -125,6 +131,9 @@ _V1_ROWS: tuple[tuple[str, str], ...] = (
     ("recompute tax", "recompute_tax"),
     ("computed tokens", "computed_tokens"),
     ("tokens from CPU tier", "cpu_tier_hit_tokens"),
+    ("longest stall (steps)", "longest_stall_steps"),
+    ("stalled since step", "longest_stall_since"),
+    ("unfinished requests", "unfinished_requests"),
 )
 
 

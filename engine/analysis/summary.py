@@ -9,7 +9,13 @@ up), since that is the fullest the swap space ever got.
 
 A V1 run (Header.engine "v1", V1StepRecord steps) summarizes as a V1Summary: V1 has no swap
 space, and its thrash is recompute, so it counts preemptions, the most any one request suffered,
-the tokens computed again and the recompute tax (recomputed over all computed tokens).
+the tokens computed again and the recompute tax (recomputed over all computed tokens). It also
+says the longest admission stall (engine.analysis.stall's watchdog: steps, since which step,
+waiting and KV free at its last step; 0 steps when there was none) and what is left: requests
+that arrived and never finished, and of those the ones never scheduled at all. A run that ends
+with requests left is not `completed`: a stream that says so (an attached engine's program that
+exited with requests still waiting, recorded before the observer said `unfinished`) summarizes
+as `unfinished`.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Iterable
 
 import msgspec
 
+from engine.analysis.stall import StallWatch, seat_limit
 from engine.safe_text import safe
 from engine.traces import stats as trace_stats
 from engine.traces.stats import TraceStats
@@ -80,7 +87,14 @@ class V1Summary(msgspec.Struct, kw_only=True):
     generated_tokens: int
     sim_seconds: float
     wall_seconds: float
-    end_reason: str | None
+    end_reason: str | None  # RunFinished.reason; "unfinished" for "completed" with requests left
+    unfinished_requests: int = 0  # arrived and never finished
+    never_started_requests: int = 0  # of those, never scheduled
+    # the longest admission stall (engine.analysis.stall): 0 steps and None when there was none
+    longest_stall_steps: int = 0
+    longest_stall_since: int | None = None  # its first step
+    longest_stall_waiting: int | None = None  # requests waiting at its last step
+    longest_stall_kv_free_pct: float | None = None  # GPU KV blocks free at its last step
     time_axis: str = "sim"
     exec_seconds: float = 0.0
     # vLLM's CPU KV tier (its offloading connector); all 0 without one
@@ -155,11 +169,21 @@ class SummaryBuilder:
         self.peak_tier_chunks = 0
         self.tier_wait_s = 0.0
         self.trace: TraceStats | None = None
+        self.arrived: set[str] = set()
+        self.finished_ids: set[str] = set()
+        self.started: set[str] = set()
+        self.stalls: StallWatch | None = None
 
     def _add_v1(self, item: V1StepRecord) -> None:
         self.v1 = True
         self.steps += 1
         self.finished_requests += len(item.finished)
+        self.finished_ids.update(item.finished)
+        if item.new:
+            self.started.update(rid for rid, _ in item.new)
+        if self.stalls is None:
+            self.stalls = StallWatch()
+        self.stalls.add(item)
         self.peak_gpu = max(self.peak_gpu, item.gpu_pct)
         self.peak_running = max(self.peak_running, item.running)
         self.peak_waiting = max(self.peak_waiting, item.waiting)
@@ -225,13 +249,16 @@ class SummaryBuilder:
             self.time_axis = item.time_axis
             self.header = item
             self.v1 = self.v1 or item.engine == "v1"
+            if self.v1 and self.stalls is None:
+                self.stalls = StallWatch(seat_limit(item))
         elif isinstance(item, (LogWindow, LogEvent)):
             self._add_log(item)
         elif isinstance(item, LogLine):
             if item.logger == trace_stats.LOGGER:
                 self.trace = trace_stats.parse(item.message) or self.trace
         elif isinstance(item, Arrivals):
-            pass
+            if self.v1:
+                self.arrived.update(item.request_ids)
 
     def _add_log(self, item: LogWindow | LogEvent) -> None:
         """A reference recording (an imported vLLM log): peaks from its stats lines, finished
@@ -282,6 +309,11 @@ class SummaryBuilder:
 
     def _v1_result(self) -> V1Summary:
         abort = self.abort
+        unfinished = self.arrived - self.finished_ids
+        end = self.end.reason if self.end else None
+        if end == "completed" and unfinished:
+            end = "unfinished"
+        longest = self.stalls.longest if self.stalls is not None else None
         return V1Summary(
             engine="v1",
             vllm_version=self.header.vllm_version if self.header is not None else "",
@@ -307,7 +339,14 @@ class SummaryBuilder:
             generated_tokens=self.generated_tokens,
             sim_seconds=round(self.sim_s, 4),
             wall_seconds=round(self.wall_s, 3),
-            end_reason=self.end.reason if self.end else None,
+            end_reason=end,
+            unfinished_requests=len(unfinished),
+            never_started_requests=len(unfinished - self.started),
+            longest_stall_steps=longest.steps if longest is not None else 0,
+            longest_stall_since=longest.since if longest is not None else None,
+            longest_stall_waiting=longest.waiting if longest is not None else None,
+            longest_stall_kv_free_pct=round(longest.free_pct, 1) if longest is not None
+            else None,
             time_axis=self.time_axis,
             exec_seconds=round(self.exec_s, 6),
             cpu_tier_chunks=self.tier_chunks,

@@ -7,7 +7,14 @@ and calls `step()`. Here the user's program does both; the engine's "tap" (engin
 `aborted` and `added` around vLLM's own methods, and the Observer turns them into the same
 records a Session emits: the Header when the engine is built, one Arrivals record per batch of
 requests, PolicyChanged (with its source: "exec", "api", "remote:<client>"), one step record
-per step, EngineAborted if vLLM raises, and RunFinished when the engine is closed (at exit).
+per step, EngineAborted if vLLM raises, and RunFinished when the engine is closed (at exit):
+`completed`, or `unfinished` when requests it was given never finished (a program that gave up
+on a stalled engine).
+
+The admission watchdog (engine.analysis.stall) follows a V1 engine's steps: when it stalls (no
+admission for MIN_STEPS steps while requests wait and a seat and KV room are free) the process
+says so in one line on stderr, and in one more when it admits again; `exec` has no screen, and
+a stalled engine otherwise looks healthy.
 
 Every line goes through the same pieces as `observatory serve` (engine.host's
 RecordingController and Outbox, engine.stream's Server), so a recording made here reads, checks
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import socket
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -30,6 +38,7 @@ from typing import Any, Callable
 import msgspec
 
 from engine import __version__
+from engine.analysis.stall import ENDED, STARTED, StallWatch, seat_limit
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
 from engine.host.outbox import Outbox
@@ -47,15 +56,27 @@ from engine.stream.records import (MEASURED_RESOLUTION_S, SCHEMA_VERSION, Arriva
 Warn = Callable[[str], None]
 
 
+def say_on_stderr(message: str) -> None:
+    """One line on the process's stderr (the stall lines: not the once-per-process warning,
+    and not vLLM's log, which a program may have turned off)."""
+    try:
+        sys.stderr.write(f"WARNING observatory: {message}\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001  a closed or broken stderr: say nothing
+        pass
+
+
 class Observer:
     """The stream of one attached engine (`tap`: V0Tap or V1Tap), named `name`
     (host/pid/engine-index)."""
 
     def __init__(self, tap: Any, name: str, *, record: str | None, sim: bool,
-                 warn: Warn) -> None:
+                 warn: Warn, say: Warn = say_on_stderr) -> None:
         self.tap = tap
         self.name = name
         self.warn = warn
+        self.say = say  # the stall lines
+        self._open: set[str] = set()  # requests given and not finished: what `unfinished` counts
         self.dead = False  # stopped observing (closed, or our own failure)
         self.step = 0
         self.sim_s = 0.0
@@ -84,6 +105,7 @@ class Observer:
             started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             host=socket.gethostname(), time_axis="sim" if sim else "gpu", engine=kind,
             time_resolution_s=MEASURED_RESOLUTION_S)
+        self.stalls = StallWatch(seat_limit(self.header)) if kind == "v1" else None
         try:
             self.recording.open()
         except ConfigError as exc:
@@ -174,6 +196,7 @@ class Observer:
             for fn in boundary:
                 fn(self.step)
             if arrivals:
+                self._open.update(r for r, _ in arrivals)
                 self._emit(Arrivals(step=self.step, sim_s=self.sim_s, source="workload",
                                     request_ids=[r for r, _ in arrivals],
                                     prompt_tokens=[n for _, n in arrivals],
@@ -198,6 +221,12 @@ class Observer:
             self.sim_s = record.sim_s
             self._emit(record)
             self.step = step + 1
+            if record.finished:
+                self._open.difference_update(record.finished)
+            if self.stalls is not None:
+                change = self.stalls.add(record)
+                if change is not None:
+                    self._say_stall(change)
             if self._acks and not hook.has_pending:  # the change (if any) is in the stream
                 with self._lock:
                     acks, self._acks = self._acks, []
@@ -228,15 +257,32 @@ class Observer:
         except Exception as inner:  # noqa: BLE001
             self.fail("recording vLLM's abort", inner)
 
+    def _say_stall(self, change: str) -> None:
+        """The one line when the stall starts, and the one when it is over."""
+        stalls = self.stalls
+        assert stalls is not None
+        if change == STARTED and stalls.current is not None:
+            s = stalls.current
+            self.say(f"engine {self.name} stalls: no admission for {s.steps:,} steps (since "
+                     f"step {s.since:,}) while {s.waiting:,} requests wait with seats and "
+                     f"{s.free_pct:.0f}% of the KV cache free")
+        elif change == ENDED and stalls.ended is not None:
+            s = stalls.ended
+            self.say(f"engine {self.name} admits again at step {self.step - 1:,}, after a "
+                     f"stall of {s.steps:,} steps (since step {s.since:,})")
+
     # ---- ending -----------------------------------------------------------------------
-    def close(self, reason: str = "completed") -> None:
+    def close(self, reason: str | None = None) -> None:
         """End the stream (RunFinished) and stop observing; the engine keeps vLLM's methods
-        from here on only if `detach` is called (closing at exit leaves them)."""
+        from here on only if `detach` is called (closing at exit leaves them). Without a
+        reason: `completed`, or `unfinished` if requests it was given never finished."""
         with self._lock:
             if self.dead:
                 return
             self.dead = True
         self._stopped.set()
+        if reason is None:
+            reason = "unfinished" if self._open else "completed"
         try:
             self._emit(RunFinished(steps=self.step, reason=reason, sim_s=self.sim_s,
                                    wall_s=time.perf_counter() - self._t0))

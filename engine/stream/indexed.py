@@ -283,6 +283,8 @@ def summary_of(indexed: IndexedFile) -> Any:
         return None
     from engine.analysis.summary import Summary, V1Summary
 
+    if raw.get("engine") == "v1" and "longest_stall_steps" not in raw:
+        return None  # folded before the watchdog's fields: its default would say "no stall"
     try:
         return msgspec.convert(raw, V1Summary if raw.get("engine") == "v1" else Summary)
     except (msgspec.ValidationError, AttributeError):

@@ -21,6 +21,8 @@ from textual.containers import Horizontal, Vertical
 from textual.geometry import Size
 
 from engine.analysis.runway import LateFix, Runway, forecast, late_fix, latest_change
+from engine.analysis.stall import Stall, admission_stall, seat_limit
+from engine.stream.records import StepRecord
 from engine.timeaxis import axis_of
 from tui.widgets import theme
 from tui.widgets.abort_banner import AbortBanner
@@ -187,6 +189,7 @@ class RunPanel(Vertical):
         self.mode = mode
         self.pinned: int | None = None  # step pinned in the detail by choosing a table row
         self._late: tuple[tuple, LateFix | None] = ((), None)
+        self._stall: tuple[tuple, Stall | None] = ((), None)  # (view, step shown): its stall
 
     def compose(self) -> ComposeResult:
         # The panes' classes for the terminal's size now, before the children are styled: set
@@ -241,6 +244,18 @@ class RunPanel(Vertical):
             self._late = (key, late_fix(view.steps, view.policy_changes, abort.step))
         return self._late[1]
 
+    def stall_at(self, view: RunView, shown: StepRecord | None) -> Stall | None:
+        """The admission stall the shown V1 step is in, if the watchdog speaks there. A step's
+        stall is fixed once it has arrived (it looks only back), so it is found once per step
+        shown, not on every tick."""
+        if shown is None or view.engine != "v1":
+            return None
+        key = (id(view), view.first_step, shown.step)
+        if self._stall[0] != key:
+            self._stall = (key, admission_stall(view.steps, shown.step - view.first_step,
+                                                max_seqs=seat_limit(view.header)))
+        return self._stall[1]
+
     def show_text(self, view: RunView, status: Status, banner_footer: str = "") -> None:
         """Status, banner, table, detail and events: cheap, incremental, every tick."""
         step = view.current_step
@@ -252,7 +267,8 @@ class RunPanel(Vertical):
         self.query_one(DecisionsTable).show_until(view, step)
         shown = view.get(self.pinned) if self.pinned is not None else view.current
         self.query_one(StepDetail).show(shown, pinned=self.pinned is not None,
-                                        show_wall=status.show_wall, axis=axis_of(view.header))
+                                        show_wall=status.show_wall, axis=axis_of(view.header),
+                                        stall=self.stall_at(view, shown))
         events = self.query_one(EventLog)
         if self.mode == "live":
             events.show_until(view, None)

@@ -20,7 +20,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from engine.analysis.runway import Runway
-from engine.analysis.stall import Stall, admission_stall, stall_text
+from engine.analysis.stall import Stall, admission_stall, seat_limit, stall_text
 from engine.run_state import RunState
 from engine.safe_text import safe
 from engine.stream.records import StepRecord
@@ -445,7 +445,8 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
         if committed:
             pieces.append((0, 0.5, committed))
         if view.engine == "v1":
-            stall = admission_stall(view.steps, view.current_step - view.first_step)
+            stall = admission_stall(view.steps, view.current_step - view.first_step,
+                                    max_seqs=seat_limit(view.header))
             if stall is not None:
                 pieces.append((0, 0.25, [(stall_text(stall, compact=False), "warn"),
                                          (stall_text(stall, compact=True), "warn")]))

@@ -1,7 +1,9 @@
 """One step in full: every field of its StepRecord, with request ids spelled out (a V1 step in
 V1's words: new, resumed and running requests, the preempted with what they lost).
 
-It follows the step the screen shows unless a table row was chosen, which pins it there.
+It follows the step the screen shows unless a table row was chosen, which pins it there. A V1
+step inside an admission stall (engine.analysis.stall) says so under its queues, from the step
+the watchdog speaks, as the status does.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from engine.analysis.stall import Stall, stall_text
 from engine.safe_text import safe
 from engine.stream.records import StepRecord, V1StepRecord
 from engine.timeaxis import SIM, TimeAxis
@@ -51,9 +54,9 @@ class StepDetail(Static):
         self._shown: tuple[int, bool] | None = None
 
     def show(self, step: StepRecord | None, *, pinned: bool = False,
-             show_wall: bool = True, axis: TimeAxis = SIM) -> None:
-        key = (step.step if step is not None else -1, pinned)
-        self._args = (step, pinned, show_wall, axis)
+             show_wall: bool = True, axis: TimeAxis = SIM, stall: Stall | None = None) -> None:
+        key = (step.step if step is not None else -1, pinned, stall)
+        self._args = (step, pinned, show_wall, axis, stall)
         if key == self._shown:
             return
         self._shown = key
@@ -61,7 +64,7 @@ class StepDetail(Static):
             if step is not None else "step detail"
         # Fixed height: skip the layout pass Static.update does by default.
         roles = component_roles(self, "step-detail")
-        self.update(self.fitted(self.describe(step, show_wall, axis, roles), step)
+        self.update(self.fitted(self.describe(step, show_wall, axis, roles, stall), step)
                     if step is not None else "no steps yet", layout=False)
 
     def fitted(self, text: Text, step: StepRecord) -> RenderableType:
@@ -83,17 +86,17 @@ class StepDetail(Static):
             self.call_later(self._redraw)
 
     def _redraw(self) -> None:
-        step, pinned, show_wall, axis = self._args
+        step, pinned, show_wall, axis, stall = self._args
         self._shown = None
-        self.show(step, pinned=pinned, show_wall=show_wall, axis=axis)
+        self.show(step, pinned=pinned, show_wall=show_wall, axis=axis, stall=stall)
 
     @staticmethod
     def describe(s: StepRecord, show_wall: bool = True, axis: TimeAxis = SIM,
-                 roles: Roles = unstyled) -> Text:
+                 roles: Roles = unstyled, stall: Stall | None = None) -> Text:
         t = Text()
         _clock_line(t, s, show_wall, axis)
         if type(s) is V1StepRecord:
-            _describe_v1(t, s, roles)
+            _describe_v1(t, s, roles, stall)
             return t
         _describe_v0(t, s, roles)
         return t
@@ -164,7 +167,7 @@ def _chunks(pairs: list[tuple[str, int]], limit: int = 12) -> str:
     return shown if len(pairs) <= limit else f"{shown} … (+{len(pairs) - limit})"
 
 
-def _describe_v1(t: Text, s: V1StepRecord, roles: Roles) -> None:
+def _describe_v1(t: Text, s: V1StepRecord, roles: Roles, stall: Stall | None = None) -> None:
     """V1's step: no swap space, no groups; preemption is recompute. Labels are 10 cells,
     so that `preempted` lines up with the rest (at 9 its ids stood one cell right)."""
     from tui.widgets.decisions_table import REPEAT_PREEMPTIONS
@@ -174,6 +177,9 @@ def _describe_v1(t: Text, s: V1StepRecord, roles: Roles) -> None:
              f" so far")
     t.append(f"\nKV        GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
              f"{s.kv_tokens:,} tokens held")
+    if stall is not None:
+        t.append(f"\n{stall_text(stall, compact=False)} since step {stall.since:,}",
+                 roles("held"))
     tier = cpu_tier_line(s)
     if tier:
         t.append(f"\nCPU tier  {tier}")

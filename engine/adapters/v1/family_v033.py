@@ -2,6 +2,7 @@
 
 Kept in one small module so a release that renames them changes one file. What is read:
 - the Scheduler: `requests`, `running`, `waiting`, `kv_cache_manager` (its `block_pool`),
+  `kv_holding_waiting` (with `waiting`, its queues of waiting requests),
   `scheduler_reserve_full_isl` (cached from SchedulerConfig at start, read at each admission:
   the `full-isl` policy switches it live), `_inflight_prefill_reserved_blocks()` (the blocks
   the prefills in flight still need to finish, vLLM's own arithmetic), `max_num_scheduled_tokens`,
@@ -108,7 +109,14 @@ def running(scheduler: Any) -> list:
 
 
 def waiting_count(scheduler: Any) -> int:
-    return len(scheduler.waiting)
+    """Every request waiting to be scheduled, in every queue the release keeps them in. 0.33
+    has two: `waiting`, and `kv_holding_waiting` (requests that already hold KV blocks: an
+    async KV load in flight or landed, a paused streaming session), drained before `waiting`.
+    Its `deferred_waiting` (skipped by the scan, or blocked on a load or a grammar) is a set of
+    requests still in one of the two queues, so it adds none. The same sum as
+    vLLM's own `get_request_counts()`; a stall confined to the block-holding queue counted
+    only `waiting` and was never flagged."""
+    return len(scheduler.waiting) + len(scheduler.kv_holding_waiting)
 
 
 def requests(scheduler: Any) -> dict[str, Any]:
