@@ -45,6 +45,20 @@ def test_a_v1_family_answers_every_name_of_the_interface(family):
     assert not missing, f"{path.name} lacks {sorted(missing)}"
 
 
+@pytest.mark.parametrize("module", sorted(p.stem for p in V1.glob("family_*.py"))
+                         + sorted(p.stem for p in V1.glob("tier_v*.py")))
+def test_what_a_family_takes_from_another_exists_there(module):
+    """A name imported from another family module must be defined there (a family that
+    renames or drops one breaks every family that borrowed it, on lines CI runs later)."""
+    for node in ast.parse((V1 / f"{module}.py").read_text()).body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "engine.adapters.v1.family_") or isinstance(node, ast.ImportFrom) and (
+                node.module or "").startswith("engine.adapters.v1.tier_v"):
+            source = V1 / f"{node.module.rsplit('.', 1)[1]}.py"
+            missing = {a.name for a in node.names} - _top_level_names(source)
+            assert not missing, f"{module} imports {sorted(missing)} from {source.name}"
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_v1_familys_tier_module_exists_and_refuses_or_answers(family):
     tree = ast.parse((V1 / f"family_{family}.py").read_text())

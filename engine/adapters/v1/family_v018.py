@@ -37,8 +37,8 @@ from typing import Any
 from engine.adapters.v1.family_v033 import (  # noqa: F401  identical on 0.18
     admissions, admitted_cached_tokens, block_size, computed_tokens, computed_tokens_sum,
     construct, context_tokens, engine_core_of, executor_of, finished_ids, free_blocks,
-    is_admitting, kv_cache_manager, model_runner_output, new_ids, new_request_lengths,
-    output_tokens, preemptions, request_id, request_progress, requests, resumed_ids, running,
+    is_admitting, kv_cache_manager, model_runner_output, new_request_lengths,
+    output_tokens, preemptions, request_id, request_progress, requests, running,
     scheduled_tokens, scheduler_of, token_budget, total_blocks, total_scheduled_tokens,
     vllm_config_of,
 )

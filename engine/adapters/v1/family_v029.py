@@ -40,10 +40,10 @@ from engine.adapters.v1.family_v033 import (  # noqa: F401  (the family's interf
     computed_tokens_sum, configure, construct, context_tokens, engine_core_of, engine_kwargs,
     executor_of, finished_ids, free_blocks, full_isl_fits, full_isl_setting,
     inflight_reserved_blocks, install_sim_platform, is_admitting, kv_cache_manager,
-    model_runner_output, NATIVE_FULL_ISL, new_ids, new_request_lengths, output_tokens,
+    model_runner_output, NATIVE_FULL_ISL, new_request_lengths, output_tokens,
     PLATFORM_FROM_ENV, preemptions, request_id, request_progress, requests, reserve_full_isl,
-    resumed_ids, running, scheduled_tokens, scheduler_of, set_reserve_full_isl, token_budget,
-    total_blocks, total_scheduled_tokens, vllm_config_of, waiting_count,
+    running, scheduled_tokens, scheduler_of, set_reserve_full_isl, token_budget,
+    total_blocks, total_scheduled_tokens, vllm_config_of,
 )
 
 TIER = "tier_v029"  # the offloading connector's names (engine.adapters.v1.current.tier)
@@ -64,3 +64,10 @@ def blocks_to_reach(scheduler: Any, request: Any, num_tokens: int) -> int:
         num_tokens_main_model=num_tokens,
         apply_admission_cap=True,
     )
+
+
+def waiting_count(scheduler: Any) -> int:
+    """Every request waiting to be scheduled: 0.29 has no block-holding queue; it keeps
+    requests the scan skipped (async KV loads, grammars) in `skipped_waiting` beside `waiting`,
+    the same sum as vLLM's own `get_request_counts()`."""
+    return len(scheduler.waiting) + len(scheduler.skipped_waiting)

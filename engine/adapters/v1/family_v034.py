@@ -60,9 +60,12 @@ TIER = "tier_v033"  # the offloading connector's names are 0.33's
 
 # ---- the scheduler ----------------------------------------------------------------------------
 def waiting_count(scheduler: Any) -> int:
-    """Requests waiting to be admitted that hold no blocks: 0.33's `waiting`, and 0.34's
-    `async_kv_waiting` (requests that may load KV asynchronously, not started yet)."""
-    return len(scheduler.waiting) + len(scheduler.async_kv_waiting)
+    """Every request waiting to be scheduled, in each of 0.34's three queues: `waiting`,
+    `kv_holding_waiting` (requests that already hold KV blocks) and `async_kv_waiting`
+    (requests that may load KV asynchronously, not started yet): the same sum as vLLM's own
+    `get_request_counts()`."""
+    return (len(scheduler.waiting) + len(scheduler.kv_holding_waiting)
+            + len(scheduler.async_kv_waiting))
 
 
 def inflight_reserved_blocks(scheduler: Any, besides: Any = None) -> int:
