@@ -35,9 +35,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.adapters.v1.family_v033 import (  # noqa: F401  identical on 0.18
-    admissions, admitted_cached_tokens, block_size, computed_tokens, computed_tokens_sum,
-    construct, context_tokens, engine_core_of, executor_of, finished_ids, free_blocks,
-    is_admitting, kv_cache_manager, model_runner_output, new_request_lengths,
+    admissions, admitted_cached_tokens, block_size, blocks_needed, computed_tokens,
+    computed_tokens_sum, construct, context_tokens, engine_core_of, executor_of, finished_ids,
+    free_blocks, is_admitting, kv_cache_manager, model_runner_output, new_request_lengths,
     output_tokens, preemptions, request_id, request_progress, requests, running,
     scheduled_tokens, scheduler_of, token_budget, total_blocks, total_scheduled_tokens,
     vllm_config_of,
@@ -110,15 +110,7 @@ def waiting_count(scheduler: Any) -> int:
 
 
 def _blocks(scheduler: Any, request: Any, num_tokens: int, main_tokens: int) -> int:
-    manager = scheduler.kv_cache_manager
-    return manager.coordinator.get_num_blocks_to_allocate(
-        request_id=request.request_id,
-        num_tokens=num_tokens,
-        new_computed_blocks=manager.empty_kv_cache_blocks.blocks,
-        num_encoder_tokens=0,
-        total_computed_tokens=request.num_computed_tokens,
-        num_tokens_main_model=main_tokens,
-    )
+    return blocks_needed(scheduler, request, num_tokens, num_tokens_main_model=main_tokens)
 
 
 def blocks_to_reach(scheduler: Any, request: Any, num_tokens: int) -> int:

@@ -36,14 +36,14 @@ from __future__ import annotations
 from typing import Any
 
 from engine.adapters.v1.family_v033 import (  # noqa: F401  (the family's interface)
-    admissions, admitted_cached_tokens, block_size, compile_result, computed_tokens,
-    computed_tokens_sum, configure, construct, context_tokens, engine_core_of, engine_kwargs,
-    executor_of, finished_ids, free_blocks, full_isl_fits, full_isl_setting,
+    admissions, admitted_cached_tokens, block_size, blocks_needed, compile_result,
+    computed_tokens, computed_tokens_sum, configure, construct, context_tokens, engine_core_of,
+    engine_kwargs, executor_of, finished_ids, free_blocks, full_isl_fits, full_isl_setting,
     inflight_reserved_blocks, install_sim_platform, is_admitting, kv_cache_manager,
-    model_runner_output, NATIVE_FULL_ISL, new_request_lengths, output_tokens,
-    PLATFORM_FROM_ENV, preemptions, request_id, request_progress, requests, reserve_full_isl,
-    running, scheduled_tokens, scheduler_of, set_reserve_full_isl, token_budget,
-    total_blocks, total_scheduled_tokens, vllm_config_of,
+    model_runner_output, NATIVE_FULL_ISL, new_request_lengths, output_tokens, PLATFORM_FROM_ENV,
+    preemptions, request_id, request_progress, requests, reserve_full_isl, running,
+    scheduled_tokens, scheduler_of, set_reserve_full_isl, token_budget, total_blocks,
+    total_scheduled_tokens, vllm_config_of,
 )
 
 TIER = "tier_v029"  # the offloading connector's names (engine.adapters.v1.current.tier)
@@ -53,17 +53,10 @@ def blocks_to_reach(scheduler: Any, request: Any, num_tokens: int) -> int:
     """Blocks `request` must still get to hold `num_tokens` tokens, by vLLM's own arithmetic
     (as 0.29's `_request_remaining_blocks` counts them: no `prefill_end`; prefix hits not
     counted)."""
-    manager = scheduler.kv_cache_manager
-    return manager.coordinator.get_num_blocks_to_allocate(
-        request_id=request.request_id,
-        num_tokens=num_tokens,
-        new_computed_blocks=manager.empty_kv_cache_blocks.blocks,
-        num_encoder_tokens=0,
-        total_computed_tokens=request.num_computed_tokens,
-        num_local_computed_tokens=request.num_computed_tokens,
-        num_tokens_main_model=num_tokens,
-        apply_admission_cap=True,
-    )
+    return blocks_needed(scheduler, request, num_tokens,
+                         num_local_computed_tokens=request.num_computed_tokens,
+                         num_tokens_main_model=num_tokens,
+                         apply_admission_cap=True)
 
 
 def waiting_count(scheduler: Any) -> int:

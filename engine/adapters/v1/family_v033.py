@@ -144,9 +144,10 @@ def inflight_reserved_blocks(scheduler: Any, besides: Any = None) -> int:
                for req in scheduler._inflight_prefills if req is not besides)
 
 
-def blocks_to_reach(scheduler: Any, request: Any, num_tokens: int) -> int:
-    """Blocks `request` must still get to hold `num_tokens` tokens, by vLLM's own arithmetic
-    (as the scheduler's `_request_remaining_blocks` counts them; prefix hits not counted)."""
+def blocks_needed(scheduler: Any, request: Any, num_tokens: int, **release_args: Any) -> int:
+    """vLLM's `coordinator.get_num_blocks_to_allocate` for `request` holding `num_tokens`
+    tokens, with no new prefix hits: the arguments every V1 release since 0.18 takes, and
+    `release_args`, those a release added (each family's `blocks_to_reach` passes its own)."""
     manager = scheduler.kv_cache_manager
     return manager.coordinator.get_num_blocks_to_allocate(
         request_id=request.request_id,
@@ -154,11 +155,18 @@ def blocks_to_reach(scheduler: Any, request: Any, num_tokens: int) -> int:
         new_computed_blocks=manager.empty_kv_cache_blocks.blocks,
         num_encoder_tokens=0,
         total_computed_tokens=request.num_computed_tokens,
-        num_local_computed_tokens=request.num_computed_tokens,
-        num_tokens_main_model=num_tokens,
-        apply_admission_cap=True,
-        prefill_end=max(request.num_prompt_tokens, request.num_tokens - 1),
+        **release_args,
     )
+
+
+def blocks_to_reach(scheduler: Any, request: Any, num_tokens: int) -> int:
+    """Blocks `request` must still get to hold `num_tokens` tokens, by vLLM's own arithmetic
+    (as the scheduler's `_request_remaining_blocks` counts them; prefix hits not counted)."""
+    return blocks_needed(scheduler, request, num_tokens,
+                         num_local_computed_tokens=request.num_computed_tokens,
+                         num_tokens_main_model=num_tokens,
+                         apply_admission_cap=True,
+                         prefill_end=max(request.num_prompt_tokens, request.num_tokens - 1))
 
 
 def token_budget(scheduler: Any) -> int:

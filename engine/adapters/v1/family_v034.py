@@ -46,7 +46,7 @@ from typing import Any
 from vllm.v1.outputs import ModelRunnerOutput
 
 from engine.adapters.v1.family_v033 import (  # noqa: F401  (the names 0.34 kept)
-    block_size, blocks_to_reach, computed_tokens, computed_tokens_sum, construct,
+    block_size, blocks_needed, blocks_to_reach, computed_tokens, computed_tokens_sum, construct,
     context_tokens, engine_core_of, engine_kwargs, executor_of, finished_ids, free_blocks,
     is_admitting, kv_cache_manager, output_tokens, preemptions, request_id, request_progress,
     requests, reserve_full_isl, running, scheduled_tokens, scheduler_of, set_reserve_full_isl,
