@@ -172,8 +172,8 @@ def gen_releases() -> str:
     """SUPPORTED as a table: a release added there appears on every page that shows it."""
     from engine.adapters.versions import DEFAULT, SUPPORTED
 
-    out = ["| vLLM | engine | adapter family | extra | install | override |",
-           "| --- | --- | --- | --- | --- | --- |"]
+    out = ["| vLLM | engine | adapter family | also resolves | extra | install | override |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
     for release in SUPPORTED:
         override = ROOT / "overrides" / f"{release.extra}.txt"
         uv = f"uv pip install -e '.[{release.extra},test]'"
@@ -181,7 +181,8 @@ def gen_releases() -> str:
             uv += f" --override overrides/{release.extra}.txt"
         shown = f"`overrides/{release.extra}.txt`" if override.exists() else "–"
         out.append(f"| {release.version}{' (default)' if release is DEFAULT else ''} | "
-                   f"{release.engine.upper()} | `{release.family}` | `{release.extra}` | "
+                   f"{release.engine.upper()} | `{release.family}` | "
+                   f"{', '.join(release.covers) or '–'} | `{release.extra}` | "
                    f"`{uv}` | {shown} |")
     return "\n".join(out)
 

@@ -19,8 +19,10 @@ HEAD_COLUMNS = ("cell", "key")
 STATUS_COLUMNS = ("status", "message")
 # Sweeps run on the sim only, so the summary's time axis is always "sim" and its measured
 # executor time is machine noise: neither belongs in a row that must reproduce exactly.
+# `trace` is left out: the trace's rows as a struct, not a cell's value (the trace a cell ran
+# is its `trace` setting, a grid column)
 SUMMARY_COLUMNS = tuple(f for f in Summary.__struct_fields__
-                        if f not in ("time_axis", "exec_seconds"))
+                        if f not in ("time_axis", "exec_seconds", "trace"))
 LATENCY_COLUMNS = tuple(Latency.__struct_fields__)
 TAIL_COLUMNS = ("engine_start_s", "import_s", "cell_s", "cpu_s", "attempts", "node", "recording")
 VOLATILE_COLUMNS = frozenset({"wall_seconds", "engine_start_s", "import_s", "cell_s", "cpu_s",
@@ -30,7 +32,7 @@ RESULT_COLUMNS = STATUS_COLUMNS + SUMMARY_COLUMNS + LATENCY_COLUMNS + TAIL_COLUM
 # fields, after the others; the V0 names they share are filled where V1 has them.
 V1_SUMMARY_COLUMNS = tuple(f for f in V1Summary.__struct_fields__
                            if f not in Summary.__struct_fields__
-                           and f not in ("time_axis", "exec_seconds"))
+                           and f not in ("time_axis", "exec_seconds", "trace"))
 
 
 def columns(grid_keys: list[str], engine: str = "v0") -> list[str]:
