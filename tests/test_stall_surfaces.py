@@ -139,10 +139,18 @@ def test_a_run_that_says_completed_with_requests_left_summarizes_as_unfinished()
     (RunFinished "completed"): the records show three requests that never finished, two that
     never started, so the summary does not say completed. (An edited stream: what the
     observer writes now is tested on a real `exec` below.)"""
+    import msgspec
+
+    from engine.stream.records import Header
+
     recording = load(FIXTURE)
     items = [i for i in recording.all_items()
              if not isinstance(i, RunFinished) and getattr(i, "step", 0) < 300]
     items.append(RunFinished(steps=300, reason="completed", sim_s=1.0, wall_s=1.0))
+    assert summarize(items).end_reason == "completed"  # a run the observatory drove: vLLM's word
+    attached = {"attached": {"name": "e"}}  # as exec's observer heads its stream
+    items = [msgspec.structs.replace(i, engine_config={**i.engine_config, **attached})
+             if isinstance(i, Header) else i for i in items]
     summary = summarize(items)
     assert summary.end_reason == "unfinished"
     assert (summary.unfinished_requests, summary.never_started_requests) == (3, 2)

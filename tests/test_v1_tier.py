@@ -149,8 +149,6 @@ def test_a_step_that_must_wait_for_a_flushed_store_is_charged_the_wait():
 def test_a_request_aborted_mid_load_is_reported_and_freed():
     """vLLM frees an aborted request's blocks only when its load is reported: the worker
     reports it like any other, so nothing waits for a transfer forever."""
-    from vllm.v1.request import RequestStatus
-
     from engine.adapters.v1.offload_metrics import read_counters
     from engine.analysis.summary import summarize
     from engine.session import Session
@@ -167,6 +165,8 @@ def test_a_request_aborted_mid_load_is_reported_and_freed():
         items.append(item)
         if aborted or type(item) is not V1StepRecord or not item.cpu_loads:
             return
+        from vllm.v1.request import RequestStatus  # once the engine is built: vLLM's platform
+
         scheduler = session.driver.scheduler
         loading = [rid for rid, r in scheduler.requests.items()
                    if r.status == RequestStatus.WAITING_FOR_REMOTE_KVS]

@@ -13,9 +13,11 @@ the tokens computed again and the recompute tax (recomputed over all computed to
 says the longest admission stall (engine.analysis.stall's watchdog: steps, since which step,
 waiting and KV free at its last step; 0 steps when there was none) and what is left: requests
 that arrived and never finished, and of those the ones never scheduled at all. A run that ends
-with requests left is not `completed`: a stream that says so (an attached engine's program that
+with requests left is not `completed`: an attached engine's stream that says so (its program
 exited with requests still waiting, recorded before the observer said `unfinished`) summarizes
-as `unfinished`.
+as `unfinished`. A run the observatory drove says `completed` only when vLLM itself had no
+unfinished request left, which a request aborted on purpose (never finished, so counted in
+`unfinished_requests`) does not contradict.
 """
 
 from __future__ import annotations
@@ -311,7 +313,8 @@ class SummaryBuilder:
         abort = self.abort
         unfinished = self.arrived - self.finished_ids
         end = self.end.reason if self.end else None
-        if end == "completed" and unfinished:
+        attached = self.header is not None and "attached" in self.header.engine_config
+        if end == "completed" and unfinished and attached:
             end = "unfinished"
         longest = self.stalls.longest if self.stalls is not None else None
         return V1Summary(
