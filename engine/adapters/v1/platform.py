@@ -9,9 +9,10 @@
   (`vllm_platform_plugin` below, declared in pyproject.toml) that names it only in a process
   with `OBSERVATORY_SIM_PLATFORM=1`, and `VLLM_TARGET_DEVICE` left at vLLM's default, `cuda`
   (an explicit `cpu` skips the plugins). The platform is engine.adapters.v1.sim_platform;
-  everywhere else the plugin says None and vLLM detects its platform as it would without it. A release that does not choose its platform from
-  `VLLM_TARGET_DEVICE` at all (0.18 detects the CPU only in a CPU build) has its family install
-  vLLM's own CpuPlatform instead (`install_sim_platform`).
+  everywhere else the plugin says None and vLLM detects its platform as it would without it.
+  A release that does not choose its platform from `VLLM_TARGET_DEVICE` at all (0.18 detects
+  the CPU only in a CPU build) has its family install vLLM's own CpuPlatform instead
+  (`install_sim_platform`).
 - `VLLM_ENABLE_V1_MULTIPROCESSING=0`: the engine core runs in this process, so the Session's
   hooks see its Scheduler and a step costs no IPC (6,000-7,500 steps/s in the trial).
 - `VLLM_DISABLE_REQUEST_ID_RANDOMIZATION=1`: vLLM appends 8 random hex characters to every
