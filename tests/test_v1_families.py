@@ -75,3 +75,17 @@ def test_a_v1_familys_tier_module_exists_and_refuses_or_answers(family):
         return
     missing = _interface(V1 / "tier_v033.py") - names
     assert not missing, f"{path.name} lacks {sorted(missing)}"
+
+
+@pytest.mark.parametrize("module", sorted(p.stem for p in V1.glob("family_*.py"))
+                         + sorted(p.stem for p in V1.glob("tier_v*.py")) + ["current"])
+def test_a_family_imports_no_vllm_module_at_its_top(module):
+    """engine.adapters.v1.current imports the family before a sim engine sets vLLM's platform
+    (a test module asks the tier at collection, the CLI asks before building): a vLLM import at
+    a family's top level can resolve the platform too early (vllm.v1.outputs did on 0.34), so
+    every vLLM name is imported where it is used."""
+    for node in ast.parse((V1 / f"{module}.py").read_text()).body:
+        if isinstance(node, ast.ImportFrom):
+            assert not (node.module or "").startswith("vllm"), f"{module}: from {node.module}"
+        elif isinstance(node, ast.Import):
+            assert not any(a.name.startswith("vllm") for a in node.names), module

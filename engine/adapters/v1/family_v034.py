@@ -43,8 +43,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm.v1.outputs import ModelRunnerOutput
-
 from engine.adapters.v1.family_v033 import (  # noqa: F401  (the names 0.34 kept)
     block_size, blocks_needed, blocks_to_reach, computed_tokens, computed_tokens_sum, construct,
     context_tokens, engine_core_of, engine_kwargs, executor_of, finished_ids, free_blocks,
@@ -116,4 +114,7 @@ def new_request_lengths(new: Any) -> tuple[int, int]:
 
 def model_runner_output(req_ids: list[str], sampled: list[list[int]]) -> Any:
     """The ModelRunnerOutput of a step that sampled `sampled[i]` for `req_ids[i]`."""
+    from vllm.v1.outputs import ModelRunnerOutput  # at use: importing it resolves vLLM's
+    # platform, which a sim engine must choose first (the family is imported before that)
+
     return ModelRunnerOutput(req_ids=req_ids, sampled_token_ids=sampled)
