@@ -90,7 +90,7 @@ def _errors(stdout: str) -> dict[str, tuple[float, float]]:
 def test_the_fit_of_a_v1_log_recovers_the_clock_it_was_made_with(fitted) -> None:
     _, stdout, toml = fitted
     errors = _errors(stdout)
-    assert set(errors) == {"prompt_tps", "gen_tps", "running", "pending", "gpu_pct",
+    assert set(errors) == {"prompt_tps", "gen_tps", "running", "waiting", "gpu_pct",
                            "preemptions", "score"}
     before, after = errors.pop("score")
     assert after < before / 20  # measured: 1.252 -> 0.002

@@ -8,6 +8,7 @@ LoggingStatLogger (fixtures/logs/v1/make_v033_logger_log.py) with every optional
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,9 @@ from engine.errors import RecordingError
 from engine.stream.reader import load
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs" / "v1"
-A = dict(prompt_tps=6335.3, gen_tps=4.8, running=9, pending=0, gpu_pct=62.8,
+A = dict(prompt_tps=6335.3, gen_tps=4.8, running=9, waiting=0, pending=None, gpu_pct=62.8,
          prefix_hit_pct=0.0, preemptions=None, swapped=None, cpu_pct=None)
-B = dict(prompt_tps=0.0, gen_tps=1226.3, running=18, pending=42, gpu_pct=95.5,
+B = dict(prompt_tps=0.0, gen_tps=1226.3, running=18, waiting=42, pending=None, gpu_pct=95.5,
          prefix_hit_pct=12.5, preemptions=3, swapped=None, cpu_pct=None)
 
 
@@ -82,7 +83,7 @@ def test_a_v1_record_cut_mid_value_is_partial_never_a_wrong_number() -> None:
     first, cut = log.windows
     assert _values(first) == A
     assert cut.partial and cut.missing == ["gpu_pct"] and cut.gpu_pct is None
-    assert cut.preemptions == 3 and cut.pending == 42
+    assert cut.preemptions == 3 and cut.waiting == 42
     assert log.warnings and "gpu_pct" in log.warnings[0]
 
 
@@ -93,7 +94,7 @@ def test_v033_logger_every_optional_field_by_key() -> None:
     assert (plain.prefix_hit_pct, plain.preemptions, plain.external_prefix_hit_pct,
             plain.mm_hit_pct, plain.deferred) == (None, None, None, None, None)
     # 7 preemptions were recorded, but 0.33 resets its counter before printing it: no field
-    assert full.preemptions is None and full.deferred == 2 and full.pending == 5
+    assert full.preemptions is None and full.deferred == 2 and full.waiting == 5
     assert full.prefix_hit_pct == 25.0 and full.external_prefix_hit_pct == 50.0
     assert full.mm_hit_pct == 75.0 and full.gpu_pct == 40.0
     assert cpu.kv_device == "CPU" and cpu.gpu_pct == 10.0 and cpu.cpu_pct is None
@@ -144,3 +145,18 @@ async def test_replay_draws_the_chosen_data_parallel_engine(tmp_path) -> None:
         assert real == {"run (real log)": [2.0], "wait (real log)": [1.0]}
     with pytest.raises(RecordingError, match="no engine 7"):
         replay_app([str(run)], autoplay=False, reference=str(ref), reference_engine=7)
+
+
+def test_a_v1_window_recorded_with_v0s_pending_reads_as_waiting() -> None:
+    """Recordings imported before V1 windows had `waiting` kept `Waiting:` in `pending`; they
+    decode with it in `waiting`, and V0 windows keep `pending`."""
+    from engine.stream.records import decode_record as decode
+
+    old = {"kind": "log_window", "t_s": 0.0, "clock": None, "line": 1, "prompt_tps": 1.0,
+           "gen_tps": 2.0, "running": 3, "swapped": None, "pending": 42, "gpu_pct": 5.0,
+           "cpu_pct": None, "engine": 0, "kv_device": "GPU"}
+    window = decode(json.dumps(old).encode())
+    assert (window.waiting, window.pending) == (42, None)
+    v0 = dict(old, swapped=1, cpu_pct=0.0, engine=None, kv_device=None)
+    window = decode(json.dumps(v0).encode())
+    assert (window.waiting, window.pending) == (None, 42)

@@ -21,7 +21,7 @@ from engine.analysis.logs.v1windows import stats_log, v1_sim_windows  # noqa: E4
 from engine.cli import main  # noqa: E402
 from engine.stream.reader import load  # noqa: E402
 
-FIELDS = ("prompt_tps", "gen_tps", "running", "pending", "gpu_pct", "preemptions")
+FIELDS = ("prompt_tps", "gen_tps", "running", "waiting", "gpu_pct", "preemptions")
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ async def test_a_v1_log_overlays_a_v1_replay_as_running_and_waiting_dots(v1_run,
     assert reference.v1 and not reference.has("swapped") and reference.has("waiting")
     xs, ys = reference.series("waiting", run.column("sim_s"), run.first_step, run.first_step,
                               run.last_step)
-    assert len(xs) >= 2 and list(ys) == [w.pending for w in reference.windows][:len(ys)]
+    assert len(xs) >= 2 and list(ys) == [w.waiting for w in reference.windows][:len(ys)]
     app = replay_app([str(out)], autoplay=False, reference=str(ref))
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()

@@ -79,13 +79,19 @@ class V1Summary(msgspec.Struct, kw_only=True):
     recomputed_tokens: int  # tokens computed again after a preemption
     computed_tokens: int  # every token scheduled (prefill, recompute and decode)
     recompute_tax: float  # recomputed_tokens / computed_tokens
-    prefix_hit_tokens: int
+    # prompt tokens admitted requests found already computed: vLLM's num_cached_tokens, i.e. its
+    # GPU prefix cache plus what a KV connector (the CPU tier) loaded. vLLM's own
+    # prefix_cache_hits counts only the first; cpu_tier_hit_tokens counts the second.
+    cached_tokens: int
     peak_gpu_kv_pct: float
     peak_running: int
     peak_waiting: int
     admission_withheld_steps: int  # steps in which the policy held back an admission
     policy_changes: int
-    prompt_tokens: int
+    prompt_tokens: int  # the prompts' own tokens, every request that arrived
+    # prompt tokens the engine computed: chunks, and recompute after preemptions; not what
+    # came from the cache (cached_tokens), nor prompts never scheduled
+    prompt_tokens_computed: int
     generated_tokens: int
     sim_seconds: float
     wall_seconds: float
@@ -107,10 +113,10 @@ class V1Summary(msgspec.Struct, kw_only=True):
     cpu_tier_stores: int = 0  # store jobs (GPU -> CPU)
     cpu_tier_store_bytes: int = 0
     cpu_tier_evictions: int = 0  # chunks evicted
-    cpu_tier_hit_tokens: int = 0  # tokens served from the tier (part of prefix_hit_tokens)
+    cpu_tier_hit_tokens: int = 0  # tokens served from the tier (part of cached_tokens)
     cpu_tier_wait_seconds: float = 0.0  # simulated seconds steps waited for transfers
     trace: TraceStats | None = None  # a --trace run: what its trace's rows added up to
-    # prefix_hit_tokens against the trace's prefix_tokens_allowed (what its hash_ids and
+    # cached_tokens against the trace's prefix_tokens_allowed (what its hash_ids and
     # --trace-n allow), in percent; None without a trace or when it allows none
     trace_prefix_hit_pct: float | None = None
 
@@ -164,6 +170,7 @@ class SummaryBuilder:
         self.recomputed = 0
         self.computed = 0
         self.prefix_hits = 0
+        self.prompt_tokens_arrived = 0
         self.peak_running = 0
         self.peak_waiting = 0
         self.tier = dict.fromkeys(_TIER_SUMS, 0)
@@ -261,6 +268,7 @@ class SummaryBuilder:
         elif isinstance(item, Arrivals):
             if self.v1:
                 self.arrived.update(item.request_ids)
+                self.prompt_tokens_arrived += sum(item.prompt_tokens)
 
     def _add_log(self, item: LogWindow | LogEvent) -> None:
         """A reference recording (an imported vLLM log): peaks from its stats lines, finished
@@ -332,13 +340,14 @@ class SummaryBuilder:
             recomputed_tokens=self.recomputed,
             computed_tokens=self.computed,
             recompute_tax=round(self.recomputed / self.computed, 4) if self.computed else 0.0,
-            prefix_hit_tokens=self.prefix_hits,
+            cached_tokens=self.prefix_hits,
             peak_gpu_kv_pct=round(self.peak_gpu, 2),
             peak_running=self.peak_running,
             peak_waiting=self.peak_waiting,
             admission_withheld_steps=self.blocked,
             policy_changes=self.policy_changes,
-            prompt_tokens=self.prompt_tokens,
+            prompt_tokens=self.prompt_tokens_arrived,
+            prompt_tokens_computed=self.prompt_tokens,
             generated_tokens=self.generated_tokens,
             sim_seconds=round(self.sim_s, 4),
             wall_seconds=round(self.wall_s, 3),

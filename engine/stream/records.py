@@ -417,13 +417,14 @@ class LogWindow(msgspec.Struct, tag="log_window", tag_field="kind", kw_only=True
     gen_tps: Rate | None
     running: Count | None
     swapped: Count | None
-    pending: Count | None
+    pending: Count | None  # V0's `Pending:` (None in V1 logs: see `waiting`)
     gpu_pct: Rate | None
     cpu_pct: Rate | None
     partial: bool = False
     missing: list[str] = []  # the fields that were cut or absent
-    # V1 logs only (None in V0 ones): `pending` holds V1's `Waiting:`, `gpu_pct` the KV cache
-    # usage of the device it names (`kv_device`), and swapped / cpu_pct stay None.
+    # V1 logs only (None in V0 ones): `waiting` holds V1's `Waiting:`, `gpu_pct` the KV cache
+    # usage of the device it names (`kv_device`), and swapped / cpu_pct / pending stay None.
+    waiting: Count | None = None
     engine: Annotated[int, msgspec.Meta(ge=-1, le=MAX_COUNT)] | None = None  # `Engine NNN:` (data parallel: one series each); -1: aggregated
     kv_device: str | None = None
     prefix_hit_pct: Rate | None = None
@@ -431,6 +432,12 @@ class LogWindow(msgspec.Struct, tag="log_window", tag_field="kind", kw_only=True
     mm_hit_pct: Rate | None = None
     preemptions: Count | None = None  # in the window; V1 logs it only when > 0
     deferred: Count | None = None
+
+    def __post_init__(self) -> None:
+        # recordings imported before V1 windows had `waiting` kept V1's `Waiting:` in
+        # `pending`; a V1 window (it names its KV device) reads the same either way
+        if self.pending is not None and self.waiting is None and self.kv_device is not None:
+            self.waiting, self.pending = self.pending, None
 
 
 class LogEvent(msgspec.Struct, tag="log_event", tag_field="kind", kw_only=True, gc=False):

@@ -185,8 +185,8 @@ def _describe_v1(t: Text, s: V1StepRecord, roles: Roles, stall: Stall | None = N
         t.append(f"\nCPU tier  {tier}")
     t.append(f"\ntokens    {s.batched_tokens}/{s.token_budget} batched  prompt "
              f"{s.prompt_tokens}  generated {s.generated_tokens}")
-    t.append(f"\nagain     {s.recomputed_tokens} recomputed  {s.prefix_hit_tokens} from the "
-             f"prefix cache" + (f" ({s.cpu_hit_tokens} from CPU)" if tier else ""))
+    t.append(f"\nagain     {s.recomputed_tokens} recomputed  {s.prefix_hit_tokens} cached"
+             + (f" (CPU tier hits {s.cpu_hit_tokens})" if tier else ""))
     t.append(f"\nnew       {_chunks(s.new)}")
     t.append(f"\nresumed   {_chunks(s.resumed)}")
     chunks = [(rid, n) for rid, n in s.scheduled if n > 1]

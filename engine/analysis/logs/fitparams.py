@@ -81,7 +81,7 @@ V1_CLOCK_PARAMS: tuple[Param, ...] = (
 """What V1's clock charges (engine.adapters.v1.step_record): no swap term, and no eager-prefill
 term, which V1 cannot tell from the fixed cost in a workload whose steps nearly all hold a
 prefill chunk (it keeps the spec's value)."""
-V1_METRICS = ("prompt_tps", "gen_tps", "running", "pending", "gpu_pct", "preemptions")
+V1_METRICS = ("prompt_tps", "gen_tps", "running", "waiting", "gpu_pct", "preemptions")
 """V1's stats line (engine.analysis.logs.stats); its prefix-cache hit rate is not fitted: the
 step records do not carry the prefix cache's queries."""
 

@@ -107,7 +107,7 @@ def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
             v = item.values
             window = LogWindow(t_s=t, clock=item.clock, line=item.line,
                                prompt_tps=v["prompt_tps"], gen_tps=v["gen_tps"],
-                               running=v["running"], swapped=v["swapped"], pending=v["pending"],
+                               running=v["running"], swapped=v["swapped"], pending=v.get("pending"),
                                gpu_pct=v["gpu_pct"], cpu_pct=v["cpu_pct"],
                                partial=item.partial, missing=item.missing,
                                **(_v1_fields(item) if item.v1 else {}))
@@ -178,7 +178,7 @@ def _v1_fields(record: StatsRecord) -> dict[str, Any]:
             "prefix_hit_pct": v.get("prefix_hit_pct"),
             "external_prefix_hit_pct": v.get("external_prefix_hit_pct"),
             "mm_hit_pct": v.get("mm_hit_pct"), "preemptions": v.get("preemptions"),
-            "deferred": v.get("deferred")}
+            "deferred": v.get("deferred"), "waiting": v.get("waiting")}
 
 
 def _v1_interval(stats: list[StatsRecord]) -> float:

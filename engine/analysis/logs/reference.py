@@ -23,7 +23,9 @@ from engine.stream.records import LogWindow
 SERIES_FIELDS = {"gpu_pct": "gpu_pct", "cpu_pct": "cpu_pct", "running": "running",
                  "swapped": "swapped", "waiting": "pending", "prompt_tps": "prompt_tps",
                  "gen_tps": "gen_tps"}
-"""Run series name -> LogWindow field."""
+"""Run series name -> LogWindow field (a V0 log's; V1_SERIES_FIELDS for a V1 log's)."""
+V1_SERIES_FIELDS = {**SERIES_FIELDS, "waiting": "waiting"}
+"""V1 logs `Waiting:` where V0 logged `Pending:`."""
 
 
 class Reference:
@@ -42,6 +44,7 @@ class Reference:
         self.name = name
         self.offset_s = offset_s
         self.v1 = v1  # a V1 log: `waiting` is drawn, there is no swap queue
+        self._fields = V1_SERIES_FIELDS if v1 else SERIES_FIELDS
 
     @classmethod
     def load(cls, path: str, offset_s: float = 0.0, engine: int | None = None) -> "Reference":
@@ -57,14 +60,14 @@ class Reference:
 
     def has(self, name: str) -> bool:
         """Whether the log has any value for the run series `name` (a V1 log has no swap)."""
-        field = SERIES_FIELDS.get(name)
+        field = self._fields.get(name)
         return field is not None and any(getattr(w, field) is not None for w in self.windows)
 
     def series(self, name: str, sim_s: Sequence[float], first_step: int, lo: int, hi: int
                ) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of the log's `name` within steps lo..hi of a run whose steps have
         simulated end times `sim_s` (first_step onwards)."""
-        field = SERIES_FIELDS[name]
+        field = self._fields[name]
         times = np.asarray(sim_s, dtype=float)
         xs, ys = [], []
         for window in self.windows:

@@ -35,14 +35,14 @@ FIELDS: dict[str, re.Pattern[str]] = {
     "gpu_pct": re.compile(r"GPU\s*KV\s*cache\s*usage\s*:\s*" + _NUM + r"\s*%"),
     "cpu_pct": re.compile(r"CPU\s*KV\s*cache\s*usage\s*:\s*" + _NUM + r"\s*%"),
 }
-INT_FIELDS = ("running", "swapped", "pending", "preemptions", "deferred")
+INT_FIELDS = ("running", "swapped", "pending", "waiting", "preemptions", "deferred")
 V1_MARK = re.compile(r"Engine\s*\d+\s*:|Waiting\s*:\s*\d+\s*reqs")
 V1_KEYS: dict[str, re.Pattern[str]] = {
     # key -> value+unit; a key whose value is cut (no unit) makes the record partial
     "prompt_tps": FIELDS["prompt_tps"],
     "gen_tps": FIELDS["gen_tps"],
     "running": FIELDS["running"],
-    "pending": re.compile(r"Waiting\s*:\s*(\d+)\s*reqs"),
+    "waiting": re.compile(r"Waiting\s*:\s*(\d+)\s*reqs"),
     "gpu_pct": re.compile(r"(?<![A-Za-z])(?:[A-Z]{3})\s*KV\s*cache\s*usage\s*:\s*" + _NUM
                           + r"\s*%"),
     "prefix_hit_pct": re.compile(r"(?<![a-z] )(?<![a-z])Prefix\s*cache\s*hit\s*rate\s*:\s*"
@@ -57,7 +57,7 @@ V1_KEY_TEXT: dict[str, re.Pattern[str]] = {
     "prompt_tps": re.compile(r"Avg\s*prompt\s*throughput\s*:"),
     "gen_tps": re.compile(r"Avg\s*generation\s*throughput\s*:"),
     "running": re.compile(r"Running\s*:"),
-    "pending": re.compile(r"Waiting\s*:"),
+    "waiting": re.compile(r"Waiting\s*:"),
     "gpu_pct": re.compile(r"(?<![A-Za-z])[A-Z]{3}\s*KV\s*cache\s*usage\s*:"),
     "prefix_hit_pct": re.compile(r"(?<![a-z] )(?<![a-z])Prefix\s*cache\s*hit\s*rate\s*:"),
     "external_prefix_hit_pct": re.compile(r"External\s*prefix\s*cache\s*hit\s*rate\s*:"),
@@ -65,7 +65,7 @@ V1_KEY_TEXT: dict[str, re.Pattern[str]] = {
     "preemptions": re.compile(r"Preemptions\s*:"),
     "deferred": re.compile(r"Deferred\s*:"),
 }
-V1_REQUIRED = ("prompt_tps", "gen_tps", "running", "pending", "gpu_pct")
+V1_REQUIRED = ("prompt_tps", "gen_tps", "running", "waiting", "gpu_pct")
 """What every V1 release logs; the other keys are optional (see the module docstring)."""
 KV_DEVICE = re.compile(r"(?<![A-Za-z])([A-Z]{3})\s*KV\s*cache\s*usage\s*:")
 ENGINE = re.compile(r"(?:Engine\s*(\d+)|(\d+)\s*Engines\s*Aggregated)\s*:\s*$")

@@ -52,7 +52,7 @@ def v1_point_windows(points: Iterable[V1Point], warmup_s: float = 0.0,
             windows.append(LogWindow(
                 t_s=round(sim_s, 3), clock=None, line=len(windows),
                 prompt_tps=round(prompt / elapsed, 1), gen_tps=round(generated / elapsed, 1),
-                running=running, swapped=None, pending=waiting,
+                running=running, swapped=None, pending=None, waiting=waiting,
                 gpu_pct=round(gpu_pct, 1), cpu_pct=None,
                 engine=0, kv_device="GPU", preemptions=preempted or None))
             prompt = generated = preempted = 0
@@ -78,7 +78,7 @@ def stats_log(windows: Iterable[LogWindow], start: str = "12-04 10:00:00") -> st
         stamp = (zero + timedelta(seconds=w.t_s or 0.0)).strftime("%m-%d %H:%M:%S")
         parts = [f"Avg prompt throughput: {w.prompt_tps:.1f} tokens/s",
                  f"Avg generation throughput: {w.gen_tps:.1f} tokens/s",
-                 f"Running: {w.running} reqs", f"Waiting: {w.pending} reqs"]
+                 f"Running: {w.running} reqs", f"Waiting: {w.waiting} reqs"]
         if w.preemptions:
             parts.append(f"Preemptions: {w.preemptions}")
         parts.append(f"{w.kv_device or 'GPU'} KV cache usage: {w.gpu_pct:.1f}%")
