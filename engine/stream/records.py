@@ -42,9 +42,16 @@ sixth of a compressed recording. The header's `time_resolution_s` says what a fi
 _MEASURED_DIGITS = 6  # decimal places of MEASURED_RESOLUTION_S
 
 
+_PER_SECOND = 10 ** _MEASURED_DIGITS
+
+
 def measured(seconds: float) -> float:
-    """`seconds` rounded to MEASURED_RESOLUTION_S (the shortest JSON form of that value)."""
-    return round(seconds, _MEASURED_DIGITS)
+    """`seconds` rounded to MEASURED_RESOLUTION_S (the shortest JSON form of that value).
+
+    Whole microseconds over an exact division (correctly rounded, so the result prints with at
+    most six decimals): `round(seconds, 6)`'s value but for a tie within one ulp of the
+    product, at a third of its cost; it runs twice in every step of an observed engine."""
+    return round(seconds * _PER_SECOND) / _PER_SECOND
 
 
 class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=False):

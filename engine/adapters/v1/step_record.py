@@ -79,7 +79,7 @@ class StepReader:
             new=new,
             resumed=resumed,
             scheduled=running,
-            preempted=list(capture.preempted),
+            preempted=capture.preempted,  # the capture's own: no hook appends to it now
             prefix_hit_tokens=prefix_hits,
             recomputed_tokens=capture.recomputed_tokens,
             prompt_tokens=capture.prompt_tokens,
