@@ -138,11 +138,13 @@ class StallWatch:
         return STARTED if started else None
 
 
-def stall_text(stall: Stall, compact: bool) -> str:
-    """The status line's words for it (the step detail's too)."""
+def stall_text(stall: Stall, compact: bool, reason: bool = True) -> str:
+    """The status line's words for it (the step detail's too), with what the head request
+    waits for when the records say and `reason` (a narrow status drops it last)."""
     if compact:
         return f"⚠ no admission {stall.steps:,} steps" + (
-            f": waits for {stall.reason}" if stall.reason else "")
+            f": waits for {stall.reason}" if stall.reason and reason else "")
     text = (f"⚠ no admission for {stall.steps:,} steps while KV has room "
             f"({stall.free_pct:.0f}% free, {stall.waiting:,} waiting)")
-    return text + (f": head request waits for {stall.reason}" if stall.reason else "")
+    return text + (f": head request waits for {stall.reason}" if stall.reason and reason
+                   else "")

@@ -216,10 +216,10 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
     # first reason vLLM's scan turned down the request it takes first next step (engine.
     # analysis.reasons names them), with what that reason measured: seats taken / the seat
     # limit, tokens scheduled / the token budget, blocks needed / blocks free.
-    waiting_by_reason: dict[str, Count] | None = None
+    waiting_by_reason: dict[str, Count] | None = None  # vLLM's capacity / deferred counts
     head_reason: str | None = None  # "" when no request waits (or the step did not schedule)
-    head_need: Count | None = None
-    head_limit: Count | None = None
+    head_need: Count | None = None  # seats taken, tokens scheduled, blocks needed
+    head_limit: Count | None = None  # the seat limit, the token budget, blocks free
 
     # ---- the V0 vocabulary, for screens that speak it (V1 has no swap space) ----
     @property
