@@ -27,7 +27,8 @@ What each reads or wraps of vLLM's private API is in the release family's module
     free blocks, vLLM 0.29+'s own `full_sequence_must_fit` check (`fam.full_isl_fits`), under
     `full-isl` or when the run configures it (`--reserve-full-isl`).
   With `off` and `full-isl` it calls the original and changes nothing where vLLM has the
-  option; it stays on under every policy to see vLLM refuse an admission (below).
+  option; under every policy it is on while requests wait, to see vLLM refuse an admission
+  (below).
 
 Why the waiting wait (issue #28): as `schedule()` returns, the hook reads the first reason
 vLLM's scan turned the head waiting request down, in the order the scan checks them (see
@@ -83,8 +84,8 @@ class V1SchedulerHook(PolicySwitch):
     microseconds (bench/bench_v1.py): no lock unless a switch is pending, `try` rather than a
     context manager around its own code (free in Python 3.11 until something raises), one C
     call per request to read it (`fam.request_progress`), and the `allocate_slots` wrapper on
-    vLLM's KV manager always (vLLM calls it once per scheduled request; under `off` it only
-    looks at what vLLM answers, and runs the policy rules only while one is on).
+    vLLM's KV manager only while a policy rule needs it or requests wait (vLLM calls it once
+    per scheduled request; under `off` it only looks at what vLLM answers).
     """
 
     def __init__(self, scheduler: Any, policy: Policy) -> None:
@@ -96,6 +97,7 @@ class V1SchedulerHook(PolicySwitch):
         self.current = V1Capture(policy)
         self._hook_full_isl = False  # the hook enforces full ISL (sync_policy says when)
         self._rules = False  # a policy rule runs in allocate_slots (sync_policy says when)
+        self._observing = False  # the allocate_slots wrapper is on vLLM's KV manager
         self.high_water: dict[str, int] = {}  # request id -> most tokens it ever had computed
         # what goes on the KV manager while a rule needs it (attach's Guard wraps it)
         self.allocate_entry: Callable[..., Any] = self._allocate_slots
@@ -111,7 +113,21 @@ class V1SchedulerHook(PolicySwitch):
         self._hook_full_isl = full_isl and not fam.NATIVE_FULL_ISL
         self._rules = (policy.admission == "whole-context" or policy.victim == "least-computed"
                        or self._hook_full_isl)
-        vars(fam.kv_cache_manager(self.scheduler))["allocate_slots"] = self.allocate_entry
+        self._observe_admissions(force=True)
+
+    def _observe_admissions(self, force: bool = False) -> None:
+        """The `allocate_slots` wrapper on vLLM's KV manager while a rule needs it or requests
+        wait (an admission vLLM refuses is the reason they wait), off otherwise: vLLM calls
+        it once per scheduled request, and a step with no one waiting has nothing to see."""
+        want = self._rules or fam.waiting_count(self.scheduler) > 0
+        if want == self._observing and not force:
+            return
+        manager = vars(fam.kv_cache_manager(self.scheduler))
+        if want:
+            manager["allocate_slots"] = self.allocate_entry
+        else:
+            manager.pop("allocate_slots", None)
+        self._observing = want
 
     # ----------------------------------------------------------------- wrappers
     def _install(self) -> None:
@@ -138,6 +154,7 @@ class V1SchedulerHook(PolicySwitch):
         try:
             if self._pending is not None and self._apply_pending():
                 self.sync_policy()
+            self._observe_admissions()
             self.current = capture = V1Capture(self._policy)
         except Exception as exc:
             raise HookError("hook schedule", exc) from exc
