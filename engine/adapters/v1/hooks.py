@@ -124,9 +124,12 @@ class V1SchedulerHook(PolicySwitch):
             return
         manager = vars(fam.kv_cache_manager(self.scheduler))
         if want:
-            manager["allocate_slots"] = self.allocate_entry
-        else:
+            if force or "allocate_slots" not in manager:
+                manager["allocate_slots"] = self.allocate_entry
+        elif force or manager.get("allocate_slots") is self.allocate_entry:
             manager.pop("allocate_slots", None)
+        # between policy changes it never takes off or covers what someone else put there
+        # (vLLM's own tests patch the instance): the engine keeps what they chose
         self._observing = want
 
     # ----------------------------------------------------------------- wrappers
