@@ -158,11 +158,13 @@ def blocked_reason(request: Any) -> str:
     if not _BLOCKED:
         from vllm.v1.request import RequestStatus
 
-        _BLOCKED.update({RequestStatus.WAITING_FOR_REMOTE_KVS: "kv_load",
-                         RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR: "grammar"})
-        streaming = getattr(RequestStatus, "WAITING_FOR_STREAMING_REQ", None)
-        if streaming is not None:
-            _BLOCKED[streaming] = "streaming"
+        # the names differ by release (0.18: WAITING_FOR_FSM; later: ..._GRAMMAR)
+        for name, reason in (("WAITING_FOR_REMOTE_KVS", "kv_load"), ("WAITING_FOR_FSM", "grammar"),
+                             ("WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR", "grammar"),
+                             ("WAITING_FOR_STREAMING_REQ", "streaming")):
+            status = getattr(RequestStatus, name, None)
+            if status is not None:
+                _BLOCKED[status] = reason
     return _BLOCKED.get(request.status, "")
 
 

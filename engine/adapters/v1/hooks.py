@@ -272,7 +272,9 @@ class V1SchedulerHook(PolicySwitch):
                     return None  # what vLLM's allocator says when the blocks are not there
                 if (admitting and self._hook_full_isl
                         and not fam.full_isl_fits(self.scheduler, request, args, kwargs)):
-                    self._refused(request, num_new_tokens, args, kwargs)
+                    # what it refused is the whole context, as vLLM's own check counts it
+                    self._refused(request, num_new_tokens, args,
+                                  {**kwargs, "full_sequence_must_fit": True})
                     return None  # vLLM's own full-ISL refusal (0.29+), where it has none
         blocks = self._originals["allocate_slots"](request, num_new_tokens, *args, **kwargs)
         if blocks is None:
