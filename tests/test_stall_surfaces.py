@@ -32,7 +32,7 @@ import pytest
 
 from engine.analysis.compare import format_table, run_metrics
 from engine.analysis.stall import (ENDED, MIN_STEPS, STARTED, StallWatch, seat_limit,
-                                   stalled_step)
+                                   stall_text, stalled_step)
 from engine.analysis.summary import summarize
 from engine.stream.reader import load
 from engine.stream.records import RunFinished, V1StepRecord, encode
@@ -93,6 +93,27 @@ def test_a_full_house_of_seats_is_capacity_not_a_stall():
     spare = v1_step(1, running=3, gpu_used=200, waiting=3, new=[], resumed=[])
     assert not stalled_step(full, max_seqs=4) and stalled_step(spare, max_seqs=4)
     assert stalled_step(full)  # unknown seats: the watchdog goes by KV alone
+
+
+def test_a_stall_says_what_its_head_request_waits_for_as_recorded():
+    """The stall takes the reason its last step recorded (engine.analysis.reasons words it);
+    a recording made before reasons were kept says nothing more than before."""
+    steps = [v1_step(i, gpu_used=200, waiting=3, new=[], resumed=[], head_reason="seats",
+                     head_need=4, head_limit=4) for i in range(MIN_STEPS)]
+    watch = StallWatch()
+    for s in steps:
+        watch.add(s)
+    assert watch.current is not None and watch.current.reason == \
+        "seats (max_num_seqs 4 reached)"
+    assert stall_text(watch.current, compact=False).endswith(
+        "3 waiting): head request waits for seats (max_num_seqs 4 reached)")
+    assert stall_text(watch.current, compact=True).endswith(
+        ": waits for seats (max_num_seqs 4 reached)")
+    old = StallWatch()
+    for i in range(MIN_STEPS):
+        old.add(v1_step(i, gpu_used=200, waiting=3, new=[], resumed=[]))
+    assert old.current is not None and old.current.reason == ""
+    assert stall_text(old.current, compact=False).endswith("3 waiting)")
 
 
 # ------------------------------------------------------------------ summary, compare, sweep rows
@@ -283,6 +304,9 @@ def test_exec_says_one_line_when_the_engine_stalls_and_one_when_it_admits_again(
     assert (f"no admission for {MIN_STEPS} steps (since step {summary.longest_stall_since:,})"
             in started[0])
     assert f"after a stall of {stall:,} steps" in recovered[0]
+    # the reason vLLM's scan gave at that step: its full-ISL check refused request 1's blocks
+    assert "; the head request waits for KV blocks (needs " in started[0], started[0]
+    assert summary.longest_stall_reason.startswith("KV blocks (needs ")
     assert summary.finished_requests == 3 and summary.unfinished_requests == 0
     text = observatory("summary", str(path)).stdout
     assert f"{stall}" in next(line for line in text.splitlines()

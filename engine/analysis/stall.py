@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from engine.analysis.reasons import reason_text
 from engine.stream.records import StepRecord, V1StepRecord
 
 MIN_STEPS = 100
@@ -44,6 +45,7 @@ class Stall:
     step: int
     waiting: int  # requests waiting at `step`
     free_pct: float  # GPU KV blocks free at `step`, in %
+    reason: str = ""  # what the head waiting request waits for at `step`, as recorded ("": not)
 
     @property
     def steps(self) -> int:
@@ -93,7 +95,8 @@ def admission_stall(steps: Sequence[StepRecord | V1StepRecord], end: int | None 
 
 def _stall(since: int, last: V1StepRecord) -> Stall:
     return Stall(since=since, step=last.step, waiting=last.waiting,
-                 free_pct=100.0 * (last.gpu_total - last.gpu_used) / last.gpu_total)
+                 free_pct=100.0 * (last.gpu_total - last.gpu_used) / last.gpu_total,
+                 reason=reason_text(last))
 
 
 STARTED, ENDED = "started", "ended"
@@ -135,9 +138,13 @@ class StallWatch:
         return STARTED if started else None
 
 
-def stall_text(stall: Stall, compact: bool) -> str:
-    """The status line's words for it (the step detail's too)."""
+def stall_text(stall: Stall, compact: bool, reason: bool = True) -> str:
+    """The status line's words for it (the step detail's too), with what the head request
+    waits for when the records say and `reason` (a narrow status drops it last)."""
     if compact:
-        return f"⚠ no admission {stall.steps:,} steps"
-    return (f"⚠ no admission for {stall.steps:,} steps while KV has room "
+        return f"⚠ no admission {stall.steps:,} steps" + (
+            f": waits for {stall.reason}" if stall.reason and reason else "")
+    text = (f"⚠ no admission for {stall.steps:,} steps while KV has room "
             f"({stall.free_pct:.0f}% free, {stall.waiting:,} waiting)")
+    return text + (f": head request waits for {stall.reason}" if stall.reason and reason
+                   else "")

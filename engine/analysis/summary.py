@@ -11,7 +11,8 @@ A V1 run (Header.engine "v1", V1StepRecord steps) summarizes as a V1Summary: V1 
 space, and its thrash is recompute, so it counts preemptions, the most any one request suffered,
 the tokens computed again and the recompute tax (recomputed over all computed tokens). It also
 says the longest admission stall (engine.analysis.stall's watchdog: steps, since which step,
-waiting and KV free at its last step; 0 steps when there was none) and what is left: requests
+waiting, KV free and what the head waiting request waited for at its last step; 0 steps when
+there was none) and what is left: requests
 that arrived and never finished, and of those the ones never scheduled at all. A run that ends
 with requests left is not `completed`: an attached engine's stream that says so (its program
 exited with requests still waiting, recorded before the observer said `unfinished`) summarizes
@@ -103,6 +104,9 @@ class V1Summary(msgspec.Struct, kw_only=True):
     longest_stall_since: int | None = None  # its first step
     longest_stall_waiting: int | None = None  # requests waiting at its last step
     longest_stall_kv_free_pct: float | None = None  # GPU KV blocks free at its last step
+    # what the head waiting request waited for at its last step, as vLLM's scan said
+    # (engine.analysis.reasons); None when there was no stall or the recording has no reasons
+    longest_stall_reason: str | None = None
     time_axis: str = "sim"
     exec_seconds: float = 0.0
     # vLLM's CPU KV tier (its offloading connector); all 0 without one
@@ -359,6 +363,7 @@ class SummaryBuilder:
             longest_stall_waiting=longest.waiting if longest is not None else None,
             longest_stall_kv_free_pct=round(longest.free_pct, 1) if longest is not None
             else None,
+            longest_stall_reason=(longest.reason or None) if longest is not None else None,
             time_axis=self.time_axis,
             exec_seconds=round(self.exec_s, 6),
             cpu_tier_chunks=self.tier_chunks,

@@ -25,7 +25,8 @@ from engine.stream.records import (STEP_TYPES, Arrivals, EngineAborted, Header, 
 _IGNORED_FIELDS = frozenset({"wall_s", "exec_s"})  # measured: real time differs every run
 # Fields added later: a recording made before them reads None, and its re-run is compared on
 # everything else.
-_LATER_FIELDS = frozenset({"committed_blocks", "committed_slack"})
+_LATER_FIELDS = frozenset({"committed_blocks", "committed_slack", "waiting_by_reason",
+                           "head_reason", "head_need", "head_limit"})
 
 
 def predates_swap_blocks(steps: list[StepRecord]) -> bool:

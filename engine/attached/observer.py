@@ -265,7 +265,8 @@ class Observer:
             s = stalls.current
             self.say(f"engine {self.name} stalls: no admission for {s.steps:,} steps (since "
                      f"step {s.since:,}) while {s.waiting:,} requests wait with seats and "
-                     f"{s.free_pct:.0f}% of the KV cache free")
+                     f"{s.free_pct:.0f}% of the KV cache free"
+                     + (f"; the head request waits for {s.reason}" if s.reason else ""))
         elif change == ENDED and stalls.ended is not None:
             s = stalls.ended
             self.say(f"engine {self.name} admits again at step {self.step - 1:,}, after a "

@@ -217,6 +217,17 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
     cpu_in_flight: Count = 0  # loads and stores vLLM still waits for at the step's end
     cpu_wait_s: Seconds = 0.0  # sim: seconds the step waited for transfers (in sim_step_s)
 
+    # Why the waiting wait (engine.adapters.v1.hooks; None in recordings made before it):
+    # vLLM's own `num_requests_waiting_by_reason` at the step's end ({"capacity": n,
+    # "deferred": m}, as its make_stats() counts them; {} on a release without it), and the
+    # first reason vLLM's scan turned down the request it takes first next step (engine.
+    # analysis.reasons names them), with what that reason measured: seats taken / the seat
+    # limit, tokens scheduled / the token budget, blocks needed / blocks free.
+    waiting_by_reason: dict[str, Count] | None = None  # vLLM's capacity / deferred counts
+    head_reason: str | None = None  # "" when no request waits (or the step did not schedule)
+    head_need: Count | None = None  # seats taken, tokens scheduled, blocks needed
+    head_limit: Count | None = None  # the seat limit, the token budget, blocks free
+
     # ---- the V0 vocabulary, for screens that speak it (V1 has no swap space) ----
     @property
     def swapped(self) -> int:

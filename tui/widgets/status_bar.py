@@ -449,7 +449,9 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
                                     max_seqs=seat_limit(view.header))
             if stall is not None:
                 pieces.append((0, 0.25, [(stall_text(stall, compact=False), "warn"),
-                                         (stall_text(stall, compact=True), "warn")]))
+                                         (stall_text(stall, compact=True), "warn"),
+                                         (stall_text(stall, compact=True, reason=False),
+                                          "warn")]))
             pieces.append((2.5, 2.5, v1_totals_text(s)))
     if status.hint:
         pieces.append((1, 1, [(status.hint, "hint")]))

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from engine.analysis.reasons import counts_text, reason_text
 from engine.analysis.stall import Stall, stall_text
 from engine.safe_text import safe
 from engine.stream.records import StepRecord, V1StepRecord
@@ -167,6 +168,16 @@ def _chunks(pairs: list[tuple[str, int]], limit: int = 12) -> str:
     return shown if len(pairs) <= limit else f"{shown} … (+{len(pairs) - limit})"
 
 
+def _waits(s: V1StepRecord) -> str:
+    """Why the waiting wait: what the head request waits for, and vLLM's own counts by
+    reason (engine.analysis.reasons); "" when the record says neither."""
+    reason, counts = reason_text(s), counts_text(s)
+    if not reason and not counts:
+        return ""
+    head = f"head request waits for {reason}" if reason else ""
+    return "  ".join(p for p in (head, f"vLLM: {counts}" if counts else "") if p)
+
+
 def _describe_v1(t: Text, s: V1StepRecord, roles: Roles, stall: Stall | None = None) -> None:
     """V1's step: no swap space, no groups; preemption is recompute. Labels are 10 cells,
     so that `preempted` lines up with the rest (at 9 its ids stood one cell right)."""
@@ -177,6 +188,9 @@ def _describe_v1(t: Text, s: V1StepRecord, roles: Roles, stall: Stall | None = N
              f" so far")
     t.append(f"\nKV        GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
              f"{s.kv_tokens:,} tokens held")
+    waits = _waits(s)
+    if waits:
+        t.append(f"\nwaits     {waits}")
     if stall is not None:
         t.append(f"\n{stall_text(stall, compact=False)} since step {stall.since:,}",
                  roles("held"))

@@ -35,13 +35,14 @@ from __future__ import annotations
 from typing import Any
 
 from engine.adapters.v1.family_v033 import (  # noqa: F401  identical on 0.18
-    admissions, admitted_cached_tokens, block_size, blocks_needed, computed_tokens,
+    admissions, admitted_cached_tokens, blocked_reason, block_size, blocks_needed, computed_tokens,
     computed_tokens_sum, construct, context_tokens, engine_core_of, executor_of, finished_ids,
     free_blocks, is_admitting, kv_cache_manager, model_runner_output, new_request_lengths,
     output_tokens, preemptions, request_id, request_progress, requests, running,
     scheduled_tokens, scheduler_of, token_budget, total_blocks, total_scheduled_tokens,
     vllm_config_of,
 )
+from engine.adapters.v1 import family_v029, family_v033
 from engine.spec import RunSpec
 
 TIER = "tier_v018"  # the CPU tier is refused on 0.18 (tier_v018.py says why)
@@ -174,3 +175,26 @@ def full_isl_fits(scheduler: Any, request: Any, args: tuple, kwargs: dict[str, A
         num_tokens_main_model=full,
     )
     return need <= manager.block_pool.get_num_free_blocks()
+
+
+# ---- why the waiting wait ---------------------------------------------------------------------
+head_waiting = family_v029.head_waiting  # 0.18 picks its queue as 0.29 does
+
+
+def waiting_by_reason(scheduler: Any) -> dict[str, int]:
+    """Nothing: 0.18 has no `num_requests_waiting_by_reason` (its `make_stats()` reports
+    `waiting` and `skipped_waiting` together as `num_waiting_reqs`)."""
+    return {}
+
+
+def seats(scheduler: Any) -> tuple[str, int, int]:
+    """(the limit's name, seats taken, the limit) as 0.18's scan checks them: the running
+    requests against `max_num_running_reqs` (max_num_seqs)."""
+    return "max_num_seqs", len(scheduler.running), scheduler.max_num_running_reqs
+
+
+def refused_blocks(scheduler: Any, request: Any, num_new_tokens: int, args: tuple,
+                   kwargs: dict[str, Any]) -> tuple[int, int]:
+    """0.33's count of a refused allocation, with 0.18's block arithmetic."""
+    return family_v033.refused_blocks(scheduler, request, num_new_tokens, args, kwargs,
+                                      reach=blocks_to_reach)

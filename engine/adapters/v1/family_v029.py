@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.adapters.v1.family_v033 import (  # noqa: F401  (the family's interface)
-    admissions, admitted_cached_tokens, block_size, blocks_needed, compile_result,
+    admissions, admitted_cached_tokens, blocked_reason, block_size, blocks_needed, compile_result,
     computed_tokens, computed_tokens_sum, configure, construct, context_tokens, engine_core_of,
     engine_kwargs, executor_of, finished_ids, free_blocks, full_isl_fits, full_isl_setting,
     inflight_reserved_blocks, install_sim_platform, is_admitting, kv_cache_manager,
@@ -45,6 +45,8 @@ from engine.adapters.v1.family_v033 import (  # noqa: F401  (the family's interf
     scheduled_tokens, scheduler_of, set_reserve_full_isl, token_budget, total_blocks,
     total_scheduled_tokens, vllm_config_of,
 )
+
+from engine.adapters.v1 import family_v033
 
 TIER = "tier_v029"  # the offloading connector's names (engine.adapters.v1.current.tier)
 
@@ -64,3 +66,31 @@ def waiting_count(scheduler: Any) -> int:
     requests the scan skipped (async KV loads, grammars) in `skipped_waiting` beside `waiting`,
     the same sum as vLLM's own `get_request_counts()`."""
     return len(scheduler.waiting) + len(scheduler.skipped_waiting)
+
+
+def waiting_by_reason(scheduler: Any) -> dict[str, int]:
+    """vLLM's own `num_requests_waiting_by_reason`, as 0.29's `make_stats()` counts it:
+    `capacity` the `waiting` queue, `deferred` the `skipped_waiting` one (not calling
+    make_stats, which drains the stats vLLM's loggers read)."""
+    return {"capacity": len(scheduler.waiting), "deferred": len(scheduler.skipped_waiting)}
+
+
+def head_waiting(scheduler: Any) -> Any:
+    """The waiting request vLLM's scan takes first next step, or None: the queue 0.29's own
+    `_select_waiting_queue_for_scheduling()` picks (it only compares heads), peeked."""
+    queue = scheduler._select_waiting_queue_for_scheduling()
+    return queue.peek_request() if queue else None
+
+
+def seats(scheduler: Any) -> tuple[str, int, int]:
+    """(the limit's name, seats taken, the limit) as 0.29's scan checks them: running
+    requests plus paused streaming sessions against `max_num_running_reqs` (max_num_seqs)."""
+    return ("max_num_seqs", len(scheduler.running) + scheduler.num_waiting_for_streaming_input,
+            scheduler.max_num_running_reqs)
+
+
+def refused_blocks(scheduler: Any, request: Any, num_new_tokens: int, args: tuple,
+                   kwargs: dict[str, Any]) -> tuple[int, int]:
+    """0.33's count of a refused allocation, with 0.29's block arithmetic."""
+    return family_v033.refused_blocks(scheduler, request, num_new_tokens, args, kwargs,
+                                      reach=blocks_to_reach)

@@ -119,6 +119,82 @@ def waiting_count(scheduler: Any) -> int:
     return len(scheduler.waiting) + len(scheduler.kv_holding_waiting)
 
 
+def waiting_by_reason(scheduler: Any) -> dict[str, int]:
+    """vLLM's own `num_requests_waiting_by_reason`: `capacity` and `deferred`, the
+    `num_waiting_reqs` and `num_skipped_waiting_reqs` its `make_stats()` reports, by the same
+    expressions (make_stats itself is not called: it drains the prefix-cache and eviction
+    stats vLLM's loggers read). 0.33 counts every queue (`get_request_counts()`), less the
+    requests in `deferred_waiting` (skipped by the scan, or blocked on a load or a grammar)."""
+    _, waiting = scheduler.get_request_counts()
+    deferred = len(scheduler.deferred_waiting)
+    return {"capacity": waiting - deferred, "deferred": deferred}
+
+
+def head_waiting(scheduler: Any) -> Any:
+    """The waiting request vLLM's scan takes first next step, or None: 0.33 drains
+    `kv_holding_waiting` before `waiting` (its pause states aside), each by its own
+    `peek_request()` (the policy's order)."""
+    queue = scheduler.kv_holding_waiting or scheduler.waiting
+    return queue.peek_request() if queue else None
+
+
+def seats(scheduler: Any) -> tuple[str, int, int]:
+    """(the limit's name, seats taken, the limit) as 0.33's scan checks them before it looks
+    at a waiting request: running requests plus paused streaming sessions against
+    `max_num_active_reqs` (`max_num_active_seqs`, else `max_num_seqs`)."""
+    taken = len(scheduler.running) + scheduler.num_waiting_for_streaming_input
+    limit = scheduler.max_num_active_reqs
+    name = ("max_num_seqs" if limit == scheduler.max_num_running_reqs
+            else "max_num_active_seqs")
+    return name, taken, limit
+
+
+_BLOCKED: dict = {}  # RequestStatus -> reason, on first use (see _ADMITTING)
+
+
+def blocked_reason(request: Any) -> str:
+    """The reason a waiting request's status says it cannot be scheduled yet ("" if none):
+    the statuses vLLM's `_handle_blocked_waiting_request` skips."""
+    if not _BLOCKED:
+        from vllm.v1.request import RequestStatus
+
+        # the names differ by release (0.18: WAITING_FOR_FSM; later: ..._GRAMMAR)
+        for name, reason in (("WAITING_FOR_REMOTE_KVS", "kv_load"), ("WAITING_FOR_FSM", "grammar"),
+                             ("WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR", "grammar"),
+                             ("WAITING_FOR_STREAMING_REQ", "streaming")):
+            status = getattr(RequestStatus, name, None)
+            if status is not None:
+                _BLOCKED[status] = reason
+    return _BLOCKED.get(request.status, "")
+
+
+_ALLOCATE_PARAMS = ("num_new_computed_tokens", "new_computed_blocks", "num_lookahead_tokens",
+                    "num_external_computed_tokens", "delay_cache_blocks", "num_encoder_tokens",
+                    "full_sequence_must_fit", "reserved_blocks")
+"""`KVCacheManager.allocate_slots` parameters after (request, num_new_tokens), in order: the
+same from 0.18 (which stops at num_encoder_tokens) to 0.34."""
+
+
+def refused_blocks(scheduler: Any, request: Any, num_new_tokens: int, args: tuple,
+                   kwargs: dict[str, Any],
+                   reach: Callable[[Any, Any, int], int] | None = None) -> tuple[int, int]:
+    """(blocks needed, blocks free to it) of an `allocate_slots` call vLLM refused: the
+    blocks `request` must get to hold what the call asked for (its computed tokens, the new
+    hits, the new tokens and lookahead; its whole context when vLLM's
+    `full_sequence_must_fit` was set), by vLLM's own arithmetic with prefix hits counted as
+    needing blocks, and the pool's free blocks less what the call reserved for others.
+    `reach`: the family's `blocks_to_reach` (0.33's by default)."""
+    given = dict(zip(_ALLOCATE_PARAMS, args))
+    given.update(kwargs)
+    tokens = (request.num_computed_tokens + given.get("num_new_computed_tokens", 0)
+              + given.get("num_external_computed_tokens", 0) + num_new_tokens
+              + given.get("num_lookahead_tokens", 0))
+    if given.get("full_sequence_must_fit"):
+        tokens = max(tokens, request.num_tokens)
+    need = (reach or blocks_to_reach)(scheduler, request, tokens)
+    return need, max(0, free_blocks(scheduler) - given.get("reserved_blocks", 0))
+
+
 def requests(scheduler: Any) -> dict[str, Any]:
     return scheduler.requests
 

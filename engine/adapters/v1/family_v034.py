@@ -44,10 +44,10 @@ from __future__ import annotations
 from typing import Any
 
 from engine.adapters.v1.family_v033 import (  # noqa: F401  (the names 0.34 kept)
-    block_size, blocks_needed, blocks_to_reach, computed_tokens, computed_tokens_sum, construct,
+    blocked_reason, block_size, blocks_needed, blocks_to_reach, computed_tokens, computed_tokens_sum, construct,
     context_tokens, engine_core_of, engine_kwargs, executor_of, finished_ids, free_blocks,
-    is_admitting, kv_cache_manager, output_tokens, preemptions, request_id, request_progress,
-    requests, reserve_full_isl, running, scheduled_tokens, scheduler_of, set_reserve_full_isl,
+    is_admitting, kv_cache_manager, output_tokens, preemptions, refused_blocks, request_id,
+    request_progress, requests, reserve_full_isl, seats, waiting_by_reason, running, scheduled_tokens, scheduler_of, set_reserve_full_isl,
     token_budget, total_blocks, total_scheduled_tokens, vllm_config_of)
 from engine.adapters.v1.family_v033 import (  # noqa: F401  (0.34 has vLLM's full-ISL option)
     NATIVE_FULL_ISL, PLATFORM_FROM_ENV, compile_result, configure, full_isl_fits,
@@ -64,6 +64,14 @@ def waiting_count(scheduler: Any) -> int:
     `get_request_counts()`."""
     return (len(scheduler.waiting) + len(scheduler.kv_holding_waiting)
             + len(scheduler.async_kv_waiting))
+
+
+def head_waiting(scheduler: Any) -> Any:
+    """The waiting request vLLM's scan takes first next step, or None: 0.34 drains
+    `kv_holding_waiting` first, then whichever of `waiting` and `async_kv_waiting` has the
+    earlier head (its own `_next_waiting_queue`, which only compares them)."""
+    queue = scheduler.kv_holding_waiting or scheduler._next_waiting_queue(True)
+    return queue.peek_request() if queue else None
 
 
 def inflight_reserved_blocks(scheduler: Any, besides: Any = None) -> int:

@@ -27,7 +27,17 @@ What each reads or wraps of vLLM's private API is in the release family's module
     free blocks, vLLM 0.29+'s own `full_sequence_must_fit` check (`fam.full_isl_fits`), under
     `full-isl` or when the run configures it (`--reserve-full-isl`).
   With `off` and `full-isl` it calls the original and changes nothing where vLLM has the
-  option.
+  option; under every policy it is on while requests wait, to see vLLM refuse an admission
+  (below).
+
+Why the waiting wait (issue #28): as `schedule()` returns, the hook reads the first reason
+vLLM's scan turned the head waiting request down, in the order the scan checks them (see
+`_head_reason`): a step that preempted (vLLM then admits no one), the token budget spent, the
+seats taken (`max_num_seqs`, or `max_num_active_seqs`), the request's own blocked status (an
+async KV load, a grammar, streaming input), an `allocate_slots` refusal of an admission this
+step (blocks needed and free, as vLLM's allocator counted them), the observatory's own policy
+holding it back; else "other" (vLLM's LoRA, encoder, connector or stale-output checks, which
+the sim never sets up).
 """
 
 from __future__ import annotations
@@ -64,6 +74,10 @@ class V1Capture(msgspec.Struct):
     resumed_ids: set[str] = set()  # admitted again after a preemption
     withheld: bool = False
     held_back: int = 0
+    refused: tuple[int, int] | None = None  # vLLM refused an admission's blocks: (need, free)
+    head_reason: str = ""  # why the head waiting request was not admitted ("": none waits)
+    head_need: int = 0  # what it needed: seats taken, tokens scheduled, blocks needed
+    head_limit: int = 0  # what there was: the seat limit, the token budget, blocks free
 
 
 class V1SchedulerHook(PolicySwitch):
@@ -73,9 +87,8 @@ class V1SchedulerHook(PolicySwitch):
     microseconds (bench/bench_v1.py): no lock unless a switch is pending, `try` rather than a
     context manager around its own code (free in Python 3.11 until something raises), one C
     call per request to read it (`fam.request_progress`), and the `allocate_slots` wrapper on
-    vLLM's KV manager only while a policy rule needs it (`off` and `full-isl` change nothing
-    there where vLLM has its own full-ISL option, and vLLM calls it once per scheduled
-    request).
+    vLLM's KV manager only while a policy rule needs it or requests wait (vLLM calls it once
+    per scheduled request; under `off` it only looks at what vLLM answers).
     """
 
     def __init__(self, scheduler: Any, policy: Policy) -> None:
@@ -86,6 +99,8 @@ class V1SchedulerHook(PolicySwitch):
         self.block_size = fam.block_size(scheduler)
         self.current = V1Capture(policy)
         self._hook_full_isl = False  # the hook enforces full ISL (sync_policy says when)
+        self._rules = False  # a policy rule runs in allocate_slots (sync_policy says when)
+        self._observing = False  # the allocate_slots wrapper is on vLLM's KV manager
         self.high_water: dict[str, int] = {}  # request id -> most tokens it ever had computed
         # what goes on the KV manager while a rule needs it (attach's Guard wraps it)
         self.allocate_entry: Callable[..., Any] = self._allocate_slots
@@ -100,12 +115,26 @@ class V1SchedulerHook(PolicySwitch):
         fam.set_reserve_full_isl(self.scheduler, full_isl)
         # a release without vLLM's option (fam.NATIVE_FULL_ISL False) has the hook enforce it
         self._hook_full_isl = full_isl and not fam.NATIVE_FULL_ISL
+        self._rules = (policy.admission == "whole-context" or policy.victim == "least-computed"
+                       or self._hook_full_isl)
+        self._observe_admissions(force=True)
+
+    def _observe_admissions(self, force: bool = False) -> None:
+        """The `allocate_slots` wrapper on vLLM's KV manager while a rule needs it or requests
+        wait (an admission vLLM refuses is the reason they wait), off otherwise: vLLM calls
+        it once per scheduled request, and a step with no one waiting has nothing to see."""
+        want = self._rules or fam.waiting_count(self.scheduler) > 0
+        if want == self._observing and not force:
+            return
         manager = vars(fam.kv_cache_manager(self.scheduler))
-        if (policy.admission == "whole-context" or policy.victim == "least-computed"
-                or self._hook_full_isl):
-            manager["allocate_slots"] = self.allocate_entry
-        else:
+        if want:
+            if force or "allocate_slots" not in manager:
+                manager["allocate_slots"] = self.allocate_entry
+        elif force or manager.get("allocate_slots") is self.allocate_entry:
             manager.pop("allocate_slots", None)
+        # between policy changes it never takes off or covers what someone else put there
+        # (vLLM's own tests patch the instance): the engine keeps what they chose
+        self._observing = want
 
     # ----------------------------------------------------------------- wrappers
     def _install(self) -> None:
@@ -134,6 +163,7 @@ class V1SchedulerHook(PolicySwitch):
         try:
             if self._pending is not None and self._apply_pending():
                 self.sync_policy()
+            self._observe_admissions()
             self.current = capture = V1Capture(self._policy)
         except Exception as exc:
             raise HookError("hook schedule", exc) from exc
@@ -141,6 +171,7 @@ class V1SchedulerHook(PolicySwitch):
         try:
             capture.output = output
             self._count_tokens(capture, output)
+            self._head_reason(capture, output)
             self.steps_scheduled += 1
         except Exception as exc:
             raise HookError("hook schedule", exc) from exc
@@ -189,6 +220,42 @@ class V1SchedulerHook(PolicySwitch):
         capture.first_tokens = first
         capture.new_ids, capture.resumed_ids = fam.admissions(output, requests)
 
+    def _head_reason(self, capture: V1Capture, output: Any) -> None:
+        """Why the request vLLM's scan takes first next step was not admitted in this one,
+        read as `schedule()` returns (before the step's outcome frees anything), in the order
+        vLLM's scan checks: a step that preempted skips the waiting queues; the scan stops
+        while the token budget is spent or the seats are taken; it skips a request whose
+        status blocks it; it stops at an admission `allocate_slots` refused (the observatory's
+        own rule, `withheld`, refuses the same way)."""
+        scheduler = self.scheduler
+        head = fam.head_waiting(scheduler)
+        if head is None:
+            return
+        if capture.preempted:
+            capture.head_reason = "preempted"
+            capture.head_need = len(capture.preempted)
+            return
+        scheduled, budget = fam.total_scheduled_tokens(output), fam.token_budget(scheduler)
+        if scheduled >= budget:
+            capture.head_reason = "token_budget"
+            capture.head_need, capture.head_limit = scheduled, budget
+            return
+        name, taken, limit = fam.seats(scheduler)
+        if taken >= limit:
+            capture.head_reason = "active_seats" if name == "max_num_active_seqs" else "seats"
+            capture.head_need, capture.head_limit = taken, limit
+            return
+        blocked = fam.blocked_reason(head)
+        if blocked:
+            capture.head_reason = blocked
+        elif capture.withheld:
+            capture.head_reason = "policy"
+        elif capture.refused is not None:
+            capture.head_reason = "kv_blocks"
+            capture.head_need, capture.head_limit = capture.refused
+        else:
+            capture.head_reason = "other"
+
     def _preempt_request(self, request: Any, *args, **kwargs):  # noqa: ANN002, ANN003
         with _OWN_PREEMPT:
             lost = fam.computed_tokens(request)
@@ -199,23 +266,39 @@ class V1SchedulerHook(PolicySwitch):
         return result
 
     def _allocate_slots(self, request: Any, num_new_tokens: int, *args, **kwargs):  # noqa
-        with _OWN_ALLOCATE:
-            policy = self._policy
-            admitting = fam.is_admitting(request)
-            if (admitting and policy.admission == "whole-context"
-                    and not self._whole_context_fits(request)):
-                capture = self.current
-                capture.withheld = True
-                capture.held_back = fam.waiting_count(self.scheduler)
-                return None  # what vLLM's allocator says when the blocks are not there
-            if (admitting and self._hook_full_isl
-                    and not fam.full_isl_fits(self.scheduler, request, args, kwargs)):
-                return None  # vLLM's own full-ISL refusal (0.29+), where it has none
-        blocks = self._originals["allocate_slots"](request, num_new_tokens, *args, **kwargs)
-        if blocks is None and not admitting and policy.victim == "least-computed":
+        if self._rules:
             with _OWN_ALLOCATE:
-                self._put_victim_last(request)
+                policy = self._policy
+                admitting = fam.is_admitting(request)
+                if (admitting and policy.admission == "whole-context"
+                        and not self._whole_context_fits(request)):
+                    capture = self.current
+                    capture.withheld = True
+                    capture.held_back = fam.waiting_count(self.scheduler)
+                    return None  # what vLLM's allocator says when the blocks are not there
+                if (admitting and self._hook_full_isl
+                        and not fam.full_isl_fits(self.scheduler, request, args, kwargs)):
+                    # what it refused is the whole context, as vLLM's own check counts it
+                    self._refused(request, num_new_tokens, args,
+                                  {**kwargs, "full_sequence_must_fit": True})
+                    return None  # vLLM's own full-ISL refusal (0.29+), where it has none
+        blocks = self._originals["allocate_slots"](request, num_new_tokens, *args, **kwargs)
+        if blocks is None:
+            with _OWN_ALLOCATE:
+                if fam.is_admitting(request):  # a refusal leaves the request as it was
+                    self._refused(request, num_new_tokens, args, kwargs)
+                elif self._policy.victim == "least-computed":
+                    self._put_victim_last(request)
         return blocks
+
+    def _refused(self, request: Any, num_new_tokens: int, args: tuple,
+                 kwargs: dict[str, Any]) -> None:
+        """Note the blocks an admission vLLM refused needed, and those free (the first
+        refusal of the step: vLLM's scan stops there)."""
+        capture = self.current
+        if capture.refused is None:
+            capture.refused = fam.refused_blocks(self.scheduler, request, num_new_tokens,
+                                                 args, kwargs)
 
     # ----------------------------------------------------------------- the rules
     def _whole_context_fits(self, request: Any) -> bool:

@@ -92,6 +92,10 @@ class StepReader:
             computed_total=self.computed_total,
             recomputed_total=self.recomputed_total,
             preemptions_total=self.preemptions_total,
+            waiting_by_reason=fam.waiting_by_reason(scheduler),
+            head_reason=capture.head_reason,
+            head_need=capture.head_need,
+            head_limit=capture.head_limit,
         )
         if tier is not None:
             _add_tier(record, tier)
