@@ -146,10 +146,11 @@ def test_byte_counts_and_a_full_disk_come_back_from_the_scribe(tmp_path):
     controller.write(header, encode(header) + b"\n")
     for i in range(200):
         controller.write(make_step(i), encode(make_step(i)) + b"\n")
-    controller.close()
+    controller.close()  # closed on purpose (recording toggled off): no end record added
     closed = controller.closed[-1]
     assert closed.bytes == path.stat().st_size > 0  # REC N kB is the file's size
-    assert closed.records == 201 and closed.error is None
+    assert closed.records == 200 and closed.error is None
+    assert not [i for i in load(path).all_items() if type(i) is RunFinished]
 
     if not os.path.exists("/dev/full"):
         return
@@ -175,3 +176,40 @@ def test_a_dead_scribe_is_an_error_never_an_exception(tmp_path):
         recorder.write_line(line)
     assert recorder.error is not None and "writer process ended" in recorder.error.strerror
     recorder.close()
+
+
+def test_rec_grows_with_the_file_while_the_engine_runs(tmp_path):
+    """`live --connect` shows the status's bytes as `REC N kB`: mid-run it is what the scribe
+    has written to the file, not the size at the header (issue #31: 3 kB of a 458 kB file)."""
+    import threading
+
+    from engine.host.recording import RecordingController
+    from engine.host.scribe_pipe import open_recorder
+    from engine.stream.records import encode
+    from test_recording import make_header, make_step
+
+    path = tmp_path / "run.jsonl.zst"
+    grown = threading.Event()
+    statuses = []
+
+    def publish(status) -> None:  # noqa: ANN001
+        statuses.append(status)
+        if status.path and status.records >= 2000:
+            grown.set()
+
+    controller = RecordingController(str(path), publish, open_recorder)
+    controller.open()
+    done = threading.Event()
+    controller.watch(done)
+    header = make_header()
+    controller.write(header, encode(header) + b"\n")
+    first = statuses[-1].bytes  # published as the header went out
+    for i in range(2000):
+        controller.write(make_step(i), encode(make_step(i)) + b"\n")
+    try:
+        assert grown.wait(30), statuses[-3:]
+        mid = [s for s in statuses if s.path and s.records >= 2000][0]
+        assert first < mid.bytes <= path.stat().st_size
+    finally:
+        done.set()
+        controller.close()

@@ -40,6 +40,7 @@ from typing import Any
 
 from engine.outpath import STDOUT, open_output
 from engine.stream.records import Header, Record, encode
+from engine.stream.scribe import CLOSE_LINE
 
 CLOSE_TIMEOUT_S = 10.0  # a scribe seals within milliseconds; past this exec's lock still waits
 SCRIBES_DIR_ENV = "OBSERVATORY_SCRIBES_DIR"
@@ -145,9 +146,11 @@ class ScribeRecorder:
         """EOF to the scribe; wait for it to seal the file (at most CLOSE_TIMEOUT_S)."""
         if self._closed:
             return
-        self._closed = True
         if os.getpid() != self._pid:
+            self._closed = True
             return
+        self._send(CLOSE_LINE)  # closed on purpose: no end record is added
+        self._closed = True
         try:
             os.close(self._fd)
         except OSError:

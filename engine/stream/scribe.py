@@ -8,7 +8,8 @@ engine's side (engine.host.scribe_pipe) therefore only sends each record's line,
 encoded, down a pipe; this process feeds them to the real Recorder. The pipe reaches EOF
 however the engine's process ends (its own close, SystemExit, SIGKILL), and then this process
 ends the recording the way `RecordingController.seal()` does: RunFinished after the last whole
-step, with reason PROCESS_ENDED when the engine never sent its own end record, then the index.
+step, with reason PROCESS_ENDED when the engine neither sent its own end record nor closed the
+recording itself (CLOSE_LINE: a recording toggled off mid-run), then the index.
 A partial line at EOF (the engine died mid-write) is dropped: the file holds every whole record.
 
 Run as `python -m engine.stream.scribe --fd N --path PATH [--lock-fd M] [--remove-if-empty]`:
@@ -34,6 +35,9 @@ import msgspec
 # A process-ended recording's end reason: the engine's process ended without closing its
 # stream (killed, or exited without the observer's close).
 PROCESS_ENDED = "process_ended"
+# The engine's own close (recording toggled off, or closed after its end record): the file ends
+# as an in-process Recorder's would, with no end record added.
+CLOSE_LINE = b"#close\n"
 STATUS_EVERY_S = 0.25  # status lines at most this often (the engine's REC count)
 READ_BYTES = 1 << 16
 
@@ -51,6 +55,7 @@ class Scribe:
         self._pending = b""  # a line not yet whole
         self._last_step = None  # for the end record written at EOF
         self.finished = False  # the engine sent RunFinished
+        self.closed_by_engine = False  # the engine sent CLOSE_LINE before its EOF
 
     # ---- lines ----------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -70,6 +75,9 @@ class Scribe:
                                            RunFinished, decode_record)
 
         recorder = self.recorder
+        if line == CLOSE_LINE:
+            self.closed_by_engine = True
+            return
         if not recorder.header_written:
             try:
                 header = msgspec.json.decode(line, type=Header)
@@ -97,7 +105,7 @@ class Scribe:
 
         self._pending = b""
         recorder = self.recorder
-        if recorder.header_written and not self.finished:
+        if recorder.header_written and not self.finished and not self.closed_by_engine:
             last = self._last_step
             end = RunFinished(steps=last.step + 1 if last else 0, reason=PROCESS_ENDED,
                               sim_s=last.sim_s if last else 0.0,
