@@ -169,8 +169,12 @@ def test_a_dead_scribe_is_an_error_never_an_exception(tmp_path):
     from test_recording import make_header, make_step
 
     recorder = ScribeRecorder(str(tmp_path / "run.jsonl"), make_header())
-    os.kill(recorder._proc.pid, signal.SIGKILL)
-    recorder._proc.wait(timeout=10)
+    recorder._proc.wait(timeout=30)  # the process started exits at once: the scribe is
+    # not the engine's child (vLLM kills an EngineCore's children)
+    assert recorder.running.wait(30) and recorder._proc.returncode == 0
+    assert recorder.scribe_pid not in (None, recorder._proc.pid)
+    os.kill(recorder.scribe_pid, signal.SIGKILL)
+    recorder._done.wait(30)  # its status pipe ends with it
     line = encode(make_step(0)) + b"\n"
     for _ in range(3):  # EPIPE: kept, not raised
         recorder.write_line(line)

@@ -21,6 +21,8 @@ Why each detail:
 - Under `observatory exec --record`, OBSERVATORY_SCRIBES_DIR names a directory where each
   scribe holds an flock (taken here before the scribe starts, so there is no window) until the
   file is sealed; exec waits on every lock there after the command exits.
+- The scribe is not this process's child (it forks once and the first process exits):
+  vLLM's shutdown force-kills its EngineCore's children.
 - If no scribe can be started (no interpreter to run), the recording is written in this
   process as before (`open_recorder`).
 """
@@ -79,6 +81,7 @@ class ScribeRecorder:
         self.records_written = 0
         self.error: OSError | None = None
         self.header_written = False
+        self.scribe_pid: int | None = None  # said by the scribe once it runs
         self._closed = False
         self._pid = os.getpid()
         file, self.target = open_output(self.path)  # OSError: a bad path, said at once
@@ -114,6 +117,7 @@ class ScribeRecorder:
                     os.close(fd)
         self._fd = data_w
         self._done = threading.Event()
+        self.running = threading.Event()  # the scribe said its pid
         _live.add(self)
         threading.Thread(target=self._read_status, args=(status_r,), daemon=True,
                          name="observatory-scribe-status").start()
@@ -173,6 +177,10 @@ class ScribeRecorder:
                 for line in stream:
                     try:
                         status = json.loads(line)
+                        if "pid" in status:  # the scribe's own (not the process started)
+                            self.scribe_pid = int(status["pid"])
+                            self.running.set()
+                            continue
                         self.bytes_written = int(status["bytes"])
                         self.records_written = int(status["records"])
                         error = status.get("error")
@@ -186,6 +194,7 @@ class ScribeRecorder:
         if not final and not self._closed and self.error is None:
             self.error = _scribe_error(OSError(errno.EPIPE, "ended"))
         self._done.set()
+        self.running.set()
 
     def _forked(self) -> None:
         """In a child this process forked: the pipe is the parent's, never this child's."""

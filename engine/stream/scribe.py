@@ -145,7 +145,16 @@ class Scribe:
 def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)  # the end is the pipe's EOF, nothing else
+    # Not the engine's child: vLLM's shutdown force-kills its EngineCore's child processes
+    # (0.33: "force killing sub process"), which killed the scribe before it sealed. The
+    # process the engine started exits here; this one goes on, adopted by init.
+    if os.fork() > 0:
+        os._exit(0)
     status_fd = sys.stdout.fileno()
+    try:
+        os.write(status_fd, json.dumps({"pid": os.getpid()}).encode() + b"\n")
+    except OSError:
+        pass
     os.set_blocking(status_fd, False)
     file = os.fdopen(args.fd, "wb")
     scribe = Scribe(args.path, file, status_fd)
