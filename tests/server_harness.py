@@ -8,6 +8,7 @@ Only tests use it; the servers, their engines and the clients that drive them ar
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -49,8 +50,9 @@ class Server:
     log's tail if it exits first or never gets there); `stop()` ends it and its children."""
 
     def __init__(self, argv: Sequence[str], env: dict[str, str], log_path: Path,
-                 ready_line: str = READY_LINE) -> None:
+                 ready_line: str = READY_LINE, own_group: bool = False) -> None:
         self.argv = list(argv)
+        self.own_group = own_group  # a process group of its own: what a terminal's Ctrl-C hits
         self.env = env
         self.log_path = log_path
         self.ready_line = ready_line
@@ -67,9 +69,22 @@ class Server:
         """Start the process (several may start at once, then each waits)."""
         self.proc = subprocess.Popen(self.argv, env=self.env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     text=True, errors="replace", cwd=self.log_path.parent)
+                                     text=True, errors="replace", cwd=self.log_path.parent,
+                                     start_new_session=self.own_group)
         threading.Thread(target=self._read, daemon=True).start()
         return self
+
+    def interrupt(self, timeout: float = 120.0) -> int | None:
+        """Ctrl-C as a terminal sends it: SIGINT to the server's whole process group (it was
+        launched with `own_group`); then `stop()` for anything left. The exit status."""
+        assert self.proc is not None and self.own_group
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.stop()
 
     def wait_ready(self, timeout: float = 600.0) -> "Server":
         """Until the ready line, or the end of its output (it exited), whichever is first."""

@@ -66,6 +66,11 @@ def test_exec_records_what_a_verl_script_saw(tmp_path):
     assert index == "0" and pid.isdigit()
     steps, finished, _ = _steps_and_finished(path)
     assert len(steps) == seen["steps"] > 0
+    from engine.stream.indexed import open_indexed
+    from engine.stream.reader import load
+
+    # written by its scribe and sealed before exec returned: whole, with its index
+    assert open_indexed(path) is not None and not load(path).truncated
     assert [s.step for s in steps] == list(range(len(steps)))
     # from 0.6.4 an n=8 request runs as 8 groups, and the records name it at each that ends
     assert sorted(set(finished)) == sorted(seen["finished"]) and len(seen["finished"]) == 12

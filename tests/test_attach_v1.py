@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,20 @@ def _recorded(path: Path) -> tuple[list, list[str]]:
     assert type(items[-1]) is RunFinished
     steps = [i for i in items if type(i) is V1StepRecord]
     return steps, sorted(rid for s in steps for rid in s.finished)
+
+
+def _whole_and_indexed(path: Path) -> str:
+    """`observatory summary` reads it from its index with no notice of a cut: the scribe
+    sealed it, however the EngineCore process ended. Returns the summary's text."""
+    from engine.stream.indexed import open_indexed
+
+    assert open_indexed(path) is not None, "the recording has no index"
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "summary", str(path)],
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "cut" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +138,49 @@ def test_exec_sim_runs_a_v1_script_with_its_engine_core_in_a_process(tmp_path):
     steps, recorded = _recorded(path)
     assert recorded == seen["finished"] and len(recorded) == 10
     assert sum(s.generated_tokens for s in steps) == seen["generated"] == 300
+    _whole_and_indexed(path)  # sealed before exec returned, on every release (0.18 too)
+
+
+def test_a_killed_engine_core_leaves_a_whole_indexed_recording(tmp_path):
+    """SIGKILL the EngineCore process mid-run (its pid is in the recording's name): it can
+    seal nothing, its scribe seals what it sent: every whole step, then RunFinished saying
+    the process ended, then the index; exec returns once the file is sealed. (Whether vLLM
+    itself then notices its dead core is vLLM's matter: the test ends the program.)"""
+    from engine.stream.reader import load
+    from engine.stream.records import RunFinished, V1StepRecord
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    script = ROOT / "tests" / "fixtures" / "attach" / "v1_until_killed.py"
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "exec", "--sim", "--record",
+                             str(tmp_path), "--", sys.executable, str(script), MODEL],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        for line in proc.stdout:  # the first batch is recorded; the second one is running
+            if line.startswith("BATCH 1"):
+                break
+        (path,) = tmp_path.glob("*.jsonl.zst")
+        core = int(path.name.removesuffix(".jsonl.zst").rsplit("-", 2)[1])
+        assert core != proc.pid
+        os.kill(core, signal.SIGKILL)
+        # vLLM 0.33's `LLM.generate` waits on for a dead core (nothing the observatory
+        # does): end the program as a user would, with TERM to its group; exec returns only
+        # once the scribe has sealed the file
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.stdout.read()
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    items = load(path).all_items()
+    steps = [i for i in items if type(i) is V1StepRecord]
+    assert [s.step for s in steps] == list(range(len(steps)))
+    assert sum(len(s.finished) for s in steps) >= 10  # the first batch, whole
+    end = items[-1]
+    assert type(end) is RunFinished and end.reason == "process_ended"
+    assert end.steps == len(steps)
+    assert "process_ended" in _whole_and_indexed(path)
 
 
 def test_exec_sim_runs_a_verl_style_rollout_with_n_samples_and_chunked_prefill(tmp_path):

@@ -69,8 +69,8 @@ def servers(tmp_path_factory):
         [sys.executable, "-m", "engine.cli", "exec", "--sim", "--serve",
          f"127.0.0.1:{ports.hub}", "--token-file", str(token_file), "--record",
          str(base / "exec-rec"), "--", vllm, "serve", str(model), "--host", "127.0.0.1",
-         "--port", str(ports.watched), *GRACE],
-        server_env(), base / "exec.log")
+         "--port", str(ports.watched)],  # vLLM's default shutdown: its Ctrl-C kills the core
+        server_env(), base / "exec.log", own_group=True)
     started = []
     try:
         for server in (explicit, watched) if _EXPLICIT_RUNS else (watched,):
@@ -142,7 +142,9 @@ def test_explicit_forms_serve_the_openai_client_and_record(servers):
 
 def test_exec_serves_vllm_bench_and_a_client_switches_the_policy(servers, tmp_path):
     from engine.stream.client import connect
+    from engine.stream.indexed import open_indexed
     from engine.stream.protocol import Ack
+    from engine.stream.reader import load
     from engine.stream.records import PolicyChanged, V1StepRecord
 
     link = connect(f"127.0.0.1:{servers.ports.hub}", servers.token, client="pytest")
@@ -167,9 +169,14 @@ def test_exec_serves_vllm_bench_and_a_client_switches_the_policy(servers, tmp_pa
     assert (change.old, change.new, change.source) == ("off", "whole-context", "remote:pytest")
     assert any(type(i) is V1StepRecord for i in seen)  # the client saw the steps
     link.close()
-    servers.watched.stop()
+    servers.watched.interrupt()  # Ctrl-C: exec returns once the recording is sealed
     steps, changes, end = _recording(servers.base / "exec-rec")
-    assert end.reason == "completed" and end.steps == len(steps)
+    # the core ended its stream itself (SIGINT reached it too), or vLLM killed it first and
+    # its scribe ended it: either way whole, indexed, every step
+    assert end.reason in ("completed", "process_ended") and end.steps == len(steps)
+    assert [s.step for s in steps] == list(range(len(steps)))
+    (path,) = (servers.base / "exec-rec").glob("*.jsonl.zst")
+    assert open_indexed(path) is not None and not load(path).truncated
     assert [(c.old, c.new, c.source) for c in changes] == [
         ("off", "whole-context", "remote:pytest")]
     first = changes[0].step

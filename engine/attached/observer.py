@@ -43,6 +43,7 @@ from engine.costmodel import CostModel
 from engine.errors import ConfigError
 from engine.host.outbox import Outbox
 from engine.host.recording import RecordingController
+from engine.host.scribe_pipe import open_recorder
 from engine.policy import parse_policy, require_engine_kind
 from engine.run_state import RunState
 from engine.spec import RunSpec
@@ -91,7 +92,8 @@ class Observer:
         self._stopped = threading.Event()  # set at close: the recording's status poll ends
         self.outbox = Outbox()
         self.outbox.on_failure = lambda subscriber, exc: None  # a client: the Fanout drops it
-        self.recording = RecordingController(record, self._on_status)
+        # a scribe process writes the file: vLLM may kill this process (V1's EngineCore)
+        self.recording = RecordingController(record, self._on_status, open_recorder)
         self.server = None
         kind = tap.kind
         self.spec = RunSpec(backend="sim" if sim else "gpu", policy=str(tap.hook.policy),

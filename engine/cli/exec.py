@@ -10,6 +10,12 @@ it is imported, and every engine then built is attached as the OBSERVATORY_* env
 on 127.0.0.1 and announces itself in a directory the hub reads; a client names the engine
 (`observatory live --connect HOST:PORT --engine NAME`) or gets the newest, and
 `observatory engines --connect HOST:PORT` lists them. The exit status is the command's.
+
+With `--record`, each engine's file is written by a scribe process (engine.stream.scribe) that
+seals it however the engine's process ends (vLLM V1 kills its EngineCore at shutdown). Each
+scribe holds a lock in a directory of exec's own (OBSERVATORY_SCRIBES_DIR) until its file is
+sealed, and exec returns only once it holds every one of them (at most SEAL_TIMEOUT_S, then
+one line per recording still being written), so a recording is whole when exec returns.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from engine.errors import ConfigError
 
 BOOT_DIR = Path(__file__).resolve().parent.parent / "attached" / "boot"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+SEAL_TIMEOUT_S = 60.0  # a scribe seals in milliseconds once its engine's process is gone
 
 
 class Exec(CLISubcommand):
@@ -84,23 +91,50 @@ class Exec(CLISubcommand):
         env["OBSERVATORY_EMBEDDED"] = "1"
         env["OBSERVATORY_POLICY"] = args.policy
         for name in ("OBSERVATORY_RECORD", "OBSERVATORY_SERVE", "OBSERVATORY_ENGINES_DIR",
-                     "OBSERVATORY_SIM", "OBSERVATORY_TOKEN_FILE"):
+                     "OBSERVATORY_SIM", "OBSERVATORY_TOKEN_FILE", "OBSERVATORY_SCRIBES_DIR"):
             env.pop(name, None)
+        scribes = None
         if args.record:
             env["OBSERVATORY_RECORD"] = _record_target(args.record)
+            from engine.host.scribe_pipe import SCRIBES_DIR_ENV
+
+            scribes = tempfile.mkdtemp(prefix="observatory-scribes-")  # mode 700
+            env[SCRIBES_DIR_ENV] = scribes
         if args.sim:
             env["OBSERVATORY_SIM"] = "1"
             env.update(_v1_sim_env())
         hub = None
-        if args.serve:
-            hub, env = _start_hub(args, env)
         try:
-            child = subprocess.Popen(command, env=env)
-        except OSError as exc:
-            if hub is not None:
-                hub.close()
-            raise ConfigError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
-        return _wait_forwarding(child, hub)
+            if args.serve:
+                hub, env = _start_hub(args, env)
+            try:
+                child = subprocess.Popen(command, env=env)
+            except OSError as exc:
+                if hub is not None:
+                    hub.close()
+                raise ConfigError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+            return _wait_forwarding(child, hub)
+        finally:
+            if scribes is not None:
+                _wait_for_recordings(scribes)
+
+
+def _wait_for_recordings(scribes: str) -> None:
+    """Return only once every scribe has sealed its file (or say which one is still being
+    written), then remove exec's lock directory."""
+    import shutil
+
+    from engine.host.scribe_pipe import wait_sealed
+
+    try:
+        stuck = wait_sealed(scribes, SEAL_TIMEOUT_S)
+    except KeyboardInterrupt:  # a Ctrl-C while waiting: the scribes finish on their own
+        stuck = []
+    for path in stuck:
+        sys.stderr.write(f"observatory exec: the recording {path} is still being written "
+                         f"after {SEAL_TIMEOUT_S:.0f} s; it is sealed when its writer "
+                         f"finishes\n")
+    shutil.rmtree(scribes, ignore_errors=True)
 
 
 def _run_unwatched(command: list[str], version: str | None,

@@ -15,13 +15,18 @@ Everything that happens to the recording happens here, and nowhere else:
 - status: RecordingStatus (path, bytes, records, error) is published when recording starts or
   stops and when an error appears; a small thread polls every STATUS_POLL_S so a full disk is
   reported within a second, and growing byte counts go out about once a second.
+
+Who writes the file is the `recorder` factory's choice: engine.stream.recorder.Recorder in this
+process (`observatory run/serve`, whose process the observatory owns), or for an attached
+engine engine.host.scribe_pipe.open_recorder, whose scribe process writes and seals the file
+even when vLLM kills the engine's process.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import msgspec
 
@@ -36,14 +41,23 @@ STATUS_POLL_S = 0.25  # a recorder error shows within this plus the recorder's f
 STATUS_EVERY_S = 1.0  # growing byte counts are published at most this often
 _END_KINDS = (RunFinished, EngineAborted, ObserverError)
 Publish = Callable[[RecordingStatus], None]
+MakeRecorder = Callable[..., Any]  # (path, header=None) -> a Recorder or what acts as one
+
+
+def _in_process(path: str, header: Header | None = None) -> Any:
+    from engine.stream.recorder import Recorder
+
+    return Recorder(path, header)
 
 
 class RecordingController:
     """Record to `path` (a file, "-" for stdout, None for no recording until toggled on)."""
 
-    def __init__(self, path: str | None, publish: Publish) -> None:
+    def __init__(self, path: str | None, publish: Publish,
+                 recorder: MakeRecorder = _in_process) -> None:
         self._path = path
         self._publish = publish
+        self._make = recorder
         self._recorder = None  # engine.stream.recorder.Recorder while recording
         self._lock = threading.Lock()  # the recorder and `_sealed` against seal() from a signal
         self._sealed = False  # the stream got its end record: drop anything later
@@ -61,10 +75,8 @@ class RecordingController:
         """Open the recording file now (before vLLM loads). Raises ConfigError."""
         if self._path is None or self._recorder is not None:
             return
-        from engine.stream.recorder import Recorder
-
         try:
-            self._recorder = Recorder(self._path)
+            self._recorder = self._make(self._path)
         except OSError as exc:
             raise ConfigError(f"cannot record to {self._path}: {exc.strerror or exc}; give "
                               f"another --record PATH or --no-record") from None
@@ -132,11 +144,11 @@ class RecordingController:
             return True, f"already recording to {recorder.path}"
         if target == "off":
             return True, "not recording"
-        from engine.stream.recorder import Recorder, default_recording_path
+        from engine.stream.recorder import default_recording_path
 
         path = target if target not in (None, "on") else str(default_recording_path(spec))
         try:
-            new = Recorder(path, msgspec.structs.replace(header, starts_at_step=step))
+            new = self._make(path, msgspec.structs.replace(header, starts_at_step=step))
         except OSError as exc:
             return False, f"cannot record to {path}: {exc.strerror or exc}"
         with self._lock:

@@ -44,7 +44,7 @@ from typing import IO, Any
 
 import msgspec
 
-from engine.outpath import STDOUT, open_output
+from engine.outpath import STDOUT, Target, open_output
 from engine.stream.records import (STEP_TYPES, Check, EngineAborted, Header, Index, Record,
                                    RunFinished, Tally, encode)
 
@@ -84,7 +84,8 @@ class Recorder:
 
     def __init__(self, path: str | os.PathLike[str], header: Header | None = None,
                  *, flush_interval_s: float = FLUSH_INTERVAL_S,
-                 background_flush: bool = True, frame_bytes: int = FRAME_BYTES) -> None:
+                 background_flush: bool = True, frame_bytes: int = FRAME_BYTES,
+                 opened: tuple[IO[bytes], Target] | None = None) -> None:
         self.path: str = str(path)
         self.bytes_written: int = 0
         self.records_written: int = 0
@@ -116,7 +117,9 @@ class Recorder:
         # In place, never by rename: a follower watches the file grow, and a device, FIFO or
         # symlink the user named stays what it is (engine.outpath).
         self._file: IO[bytes]
-        self._file, self.target = open_output(self.path)
+        # `opened`: the file its owner opened (engine.stream.scribe gets it from the engine's
+        # process, which opened it so that a bad path fails there at once).
+        self._file, self.target = opened if opened is not None else open_output(self.path)
         self._owns_file = self.target.kind != STDOUT
         if self._owns_file and self.path.endswith(".zst"):
             import zstandard  # imported here: plain recordings and stdout do not need it
