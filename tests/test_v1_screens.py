@@ -158,7 +158,7 @@ async def test_the_cpu_tier_is_labelled_and_counted_when_the_run_has_one():
         assert ("CPU tier 25.0%" in text or "CPU 25.0%" in text) and "swap" not in text, text
     detail = StepDetail.describe(view.current).plain
     assert "CPU tier  128/512 (25%)  load 1 (38MB)  store 2 (75MB)" in detail
-    assert "(512 from CPU)" in detail
+    assert "(CPU tier hits 512)" in detail
     app = panel_app(view, live_status(view))
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(pilot)
