@@ -4,8 +4,8 @@
 Each run executes a user program that never names the observatory, under `exec --sim --record
 DIR`, in the installed release's venv: on a V1 release `tests/fixtures/attach/v1_rollout.py`
 (a plain `LLM(...)` script whose EngineCore runs in its own process and is killed by vLLM at
-exit), on a V0 release `tests/fixtures/attach/v0_async_rollout.py` (AsyncLLMEngine, requests
-from asyncio tasks) or, with `--script`, any fixture. A run counts as sealed when the
+exit), on a V0 release `tests/fixtures/attach/verl_rollout.py` (verl's rollout shape), or with
+`--script` another program under tests/fixtures/attach/. A run counts as sealed when the
 recording has its index and `observatory summary` reads it with exit 0 and no cut notice.
 
     PYTHONHASHSEED=0 python bench/exec_sealed.py --runs 10
@@ -71,7 +71,7 @@ def main() -> int:
     version = installed_version()
     v1 = installed_engine() == "v1"
     script = ROOT / "tests" / "fixtures" / "attach" / (
-        args.script or ("v1_rollout.py" if v1 else "v0_async_rollout.py"))
+        args.script or ("v1_rollout.py" if v1 else "verl_rollout.py"))
     sealed, exec_times, verify_times = 0, [], []
     for k in range(args.runs):
         with tempfile.TemporaryDirectory() as tmp:
