@@ -373,3 +373,39 @@ def test_verify_refuses_a_program_engines_recording_at_once(
     assert err.count("\n") == 1 and "recorded from a program's own engine" in err
     assert "stream host/123/0" in err
     assert time.monotonic() - started < 5
+
+
+SHIPPED_V1 = sorted((ROOT / "recordings").glob("v1-*.jsonl.zst")) + [
+    ROOT / "tests" / "fixtures" / "stall" / "v1-hol-stall.jsonl.zst"]
+
+
+@pytest.mark.parametrize("path", SHIPPED_V1, ids=lambda p: p.name)
+def test_an_honest_index_sealed_before_todays_fields_is_not_called_forged(path, capsys):
+    """The shipped V1 recordings were sealed before the stall fields and before the token
+    counts had their own names (`prompt_tokens` then counted the computed ones,
+    `prefix_hit_tokens` the cached ones): `summary` reads them without calling the index
+    damaged, with today's names, and the old counts land on today's names."""
+    from engine.analysis.summary import current_names
+    from engine.analysis.verify import index_summary_disagrees
+
+    recording = load(str(path))
+    assert index_summary_disagrees(recording) is None
+    sealed = current_names(recording.index.summary)
+    folded = summarize(recording.all_items())
+    assert sealed["prompt_tokens_computed"] == folded.prompt_tokens_computed > 0
+    assert sealed["cached_tokens"] == folded.cached_tokens
+    assert folded.prompt_tokens > 0  # the prompts' own, which the old index never had
+    assert main(["summary", str(path)]) == 0
+    assert "forged" not in capsys.readouterr().err
+
+
+def test_an_index_missing_a_field_every_summary_has_is_still_damaged(tmp_path):
+    """What `current_names` and the later fields forgive is only what an older recorder could
+    not have written: a required count gone from the index is still a damaged index."""
+    from engine.analysis.verify import index_summary_disagrees
+
+    recording = load(str(SHIPPED_V1[0]))
+    summary = dict(recording.index.summary)
+    del summary["preemptions"]
+    recording.index = msgspec.structs.replace(recording.index, summary=summary)
+    assert "preemptions" in (index_summary_disagrees(recording) or "")

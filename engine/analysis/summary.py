@@ -23,7 +23,7 @@ unfinished request left, which a request aborted on purpose (never finished, so 
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 import msgspec
 
@@ -382,6 +382,32 @@ class SummaryBuilder:
 _TIER_SUMS = ("cpu_loads", "cpu_load_bytes", "cpu_stores", "cpu_store_bytes", "cpu_evictions",
               "cpu_hit_tokens")
 """V1StepRecord fields a V1 summary adds up as cpu_tier_<name without cpu_>."""
+
+
+def _later_fields() -> frozenset[str]:
+    fields = [f for kind in (Summary, V1Summary) for f in msgspec.structs.fields(kind)]
+    return frozenset({f.name for f in fields if f.default is not msgspec.NODEFAULT
+                      or f.default_factory is not msgspec.NODEFAULT} | {"prompt_tokens"})
+
+
+LATER_SUMMARY_FIELDS = _later_fields()
+"""Summary fields an index sealed before them may lack: every field with a default (each was
+added after the first recordings shipped; `recordings/v1-thrash-*` predate the stall fields),
+and V1's `prompt_tokens` in an index read through `current_names`. An older index is compared
+on everything else; a required field missing is still a damaged index."""
+
+
+def current_names(summary: dict[str, Any]) -> dict[str, Any]:
+    """An index's summary under today's names. A V1 summary sealed before each token count had
+    its own name (no `prompt_tokens_computed`) kept the computed prompt tokens in
+    `prompt_tokens` and the cached ones in `prefix_hit_tokens`, and had no count of the
+    prompts' own tokens: that one is absent here."""
+    if summary.get("engine") != "v1" or "prompt_tokens_computed" in summary:
+        return summary
+    view = dict(summary)
+    view["prompt_tokens_computed"] = view.pop("prompt_tokens", None)
+    view["cached_tokens"] = view.pop("prefix_hit_tokens", None)
+    return view
 
 
 def summarize(items: Iterable[Header | Record]) -> Summary | V1Summary:
