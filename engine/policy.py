@@ -38,6 +38,12 @@ same way, are an admission rule plus an optional choice of victim, joined with "
   blocks must hold the request's whole context plus the rest of every running prefill.
 - ``least-computed``: preempt the request that has computed the fewest tokens (vLLM PR #53723)
   rather than the last admitted.
+- ``skip-and-continue``: the waiting scan's order (vLLM PR #35852, for #31731's head-of-line
+  blocking). vLLM stops admitting at the first request whose blocks it refuses; under this rule
+  a refused request is skipped while the free blocks stay short of what it was refused, so the
+  lighter requests behind it are admitted. vLLM makes every allocation itself; the rule only
+  tells vLLM's scan to pass the refused request by, through the scan's own skip path
+  (deferred, as a request waiting on a KV load is). It needs that path: vLLM 0.33 and later.
 
 ``off`` is vLLM as configured, on either engine. Each policy declares the engine kinds it acts
 on (`ENGINE_KINDS`, the header's `engine` field); one of the other engine kind is refused in one
@@ -53,7 +59,8 @@ from engine.errors import ConfigError
 
 V1_ADMISSION = ("full-isl", "whole-context")  # V1 admission rules (at most one)
 V1_VICTIM = ("least-computed",)  # V1 victim choices (at most one)
-V1_NAMES = (*V1_ADMISSION, *V1_VICTIM)
+V1_ORDER = ("skip-and-continue",)  # V1 waiting-scan orders (at most one)
+V1_NAMES = (*V1_ADMISSION, *V1_VICTIM, *V1_ORDER)
 V1_CYCLE = ("off", "full-isl", "whole-context", "whole-context+least-computed")
 POLICY_NAMES = ("off", "strict", "watermark", "reserve", *V1_NAMES)
 DEFAULT_WATERMARK = 0.5
@@ -65,6 +72,7 @@ ENGINE_KINDS: dict[str, tuple[str, ...]] = {
     "full-isl": ("v1",),
     "whole-context": ("v1",),
     "least-computed": ("v1",),
+    "skip-and-continue": ("v1",),
 }
 """Which engine kinds (engine.stream.records.ENGINE_KINDS) each policy acts on: every name in
 POLICY_NAMES has an entry (a V1 combination acts where its parts do)."""
@@ -98,6 +106,12 @@ class Policy:
     def victim(self) -> str:
         """V1: how a victim is chosen ("last", vLLM's own, or "least-computed")."""
         return "least-computed" if "least-computed" in self.parts else "last"
+
+    @property
+    def order(self) -> str:
+        """V1: how vLLM's waiting scan treats a refused request ("stop", vLLM's own, or
+        "skip-and-continue")."""
+        return "skip-and-continue" if "skip-and-continue" in self.parts else "stop"
 
 
 def require_engine_kind(policy: Policy, kind: str) -> None:
@@ -186,7 +200,7 @@ def parse_policy(text: str | Policy) -> Policy:
     if name not in ("off", "strict", "watermark", "reserve"):
         raise ConfigError(f"unknown policy {text!r}: use off, strict, watermark[:F] "
                           f"(e.g. watermark:0.5) or reserve on V0; off, full-isl, "
-                          f"whole-context or least-computed on V1")
+                          f"whole-context, least-computed or skip-and-continue on V1")
     if name != "watermark":
         if sep:
             raise ConfigError(f"policy {name!r} takes no level; only watermark:F does")
@@ -204,19 +218,22 @@ def parse_policy(text: str | Policy) -> Policy:
 
 
 def _parse_v1(text: str, lowered: str) -> Policy:
-    """'whole-context', 'least-computed', 'full-isl+least-computed': one admission rule and one
-    victim choice at most, written admission first."""
+    """'whole-context', 'least-computed', 'full-isl+least-computed+skip-and-continue': one
+    admission rule, one victim choice and one scan order at most, written in that order."""
     parts = [p.strip() for p in lowered.split("+")]
     bad = [p for p in parts if p not in V1_NAMES]
     if bad:
         raise ConfigError(f"unknown V1 policy part {bad[0]!r} in {text!r}: combine full-isl or "
-                          f"whole-context with least-computed, e.g. whole-context+least-computed")
+                          f"whole-context with least-computed and skip-and-continue, e.g. "
+                          f"whole-context+least-computed")
     admission = [p for p in parts if p in V1_ADMISSION]
     victim = [p for p in parts if p in V1_VICTIM]
-    if len(admission) > 1 or len(victim) > 1:
+    order = [p for p in parts if p in V1_ORDER]
+    if len(admission) > 1 or len(victim) > 1 or len(order) > 1:
         raise ConfigError(f"policy {text!r} names two rules of one kind: give one admission "
-                          f"rule (full-isl or whole-context) and at most least-computed")
-    return Policy("+".join((*admission, *victim)))
+                          f"rule (full-isl or whole-context), at most least-computed and at "
+                          f"most skip-and-continue")
+    return Policy("+".join((*admission, *victim, *order)))
 
 
 def next_policy(current: Policy, kind: str = "v0") -> Policy:

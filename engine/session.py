@@ -62,8 +62,10 @@ import msgspec
 
 from engine import __version__, logs
 from engine.adapters import device_info
-from engine.adapters.driver import EngineDriver, HookError, installed_engine_kind, open_driver
-from engine.policy import Policy, parse_policy, require_engine_kind
+from engine.adapters.driver import (EngineDriver, HookError, installed_engine_kind, open_driver,
+                                   require_policy)
+from engine.errors import ConfigError
+from engine.policy import Policy, parse_policy
 from engine.run_state import RunState, state_for_end
 from engine.spec import RunSpec
 from engine.stream.protocol import AddBurst, Pause, Resume, SetPolicy, Stop
@@ -191,7 +193,7 @@ class Session:
         spec = self.spec = trace_source.resolve(self.spec.validated())  # its path and sha256
         kind = installed_engine_kind()  # refused before the engine is built, in one line
         for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
-            require_engine_kind(policy, kind)
+            require_policy(policy, kind)
         self._on_progress("building the engine", "")
         driver = open_driver(spec, self._policy)
         self._on_progress("building the engine", driver.blocks_line())
@@ -464,7 +466,7 @@ class Session:
         if policy == self._policy:
             return False
         assert self._driver is not None
-        require_engine_kind(policy, self._driver.kind)
+        require_policy(policy, self._driver.kind)
         old, self._policy = self._policy, policy
         self._driver.set_policy(policy, source)  # applied when step `step` schedules
         self._emit(PolicyChanged(step=step, old=str(old), new=str(policy), source=source))
@@ -506,6 +508,10 @@ class Session:
         if self.header.engine not in policy.engine_kinds:
             return False, (f"policy {policy} acts on the {', '.join(policy.engine_kinds)} engine, "
                            f"not on this {self.header.engine} engine")
+        try:
+            require_policy(policy, self.header.engine)
+        except ConfigError as exc:
+            return False, str(exc)
         if not self._change_policy(step, policy, source):
             return True, f"policy is already {policy}"
         return True, ""

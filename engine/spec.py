@@ -73,7 +73,8 @@ class RunSpec(msgspec.Struct, kw_only=True):
 
     backend: Annotated[str, Setting("engine backend", choices=("sim", "gpu"))] = "sim"
     preset: Annotated[str, Setting("workload preset: seed-5578, seed-5578-fitted, demo (V0); v1-thrash, "
-                                   "v1-concurrent-prefill, v1-prefix-offload (V1)",
+                                   "v1-concurrent-prefill, v1-head-of-line, v1-prefix-offload "
+                                   "(V1)",
                                    metavar="NAME")] = "seed-5578"
     # None: opt-125m (sim: packaged config; gpu: facebook/opt-125m)
     model: Annotated[str | None, Setting(
@@ -332,6 +333,22 @@ PRESETS: dict[str, dict[str, Any]] = {
         **_V1_THRASH,
         "scheduler_reserve_full_isl": True,
         "long_prefill_token_threshold": 128,
+    },
+    # vLLM #31731's head-of-line blocking, on 0.33's defaults (scheduler_reserve_full_isl on):
+    # 16 requests at t=0 with prompts of 256 to 14,000 tokens. The first admitted holds 44% of
+    # the cache; the second needs its whole context (803 blocks) and 581 are free, so vLLM's
+    # scan stops at it, step after step, with 15 requests behind it, most of which would fit.
+    # `skip-and-continue` (PR #35852's waiting-phase rule) admits them.
+    "v1-head-of-line": {
+        **_V1_THRASH,
+        "requests": 16,
+        "prompt_len": 256,
+        "prompt_len_max": 14000,
+        "min_tokens": 200,
+        "max_tokens": 1000,
+        "num_gpu_blocks": 1101,
+        "scheduler_reserve_full_isl": True,
+        "seed": 2,
     },
     # vLLM's CPU KV tier (its OffloadingConnector, --kv-offloading-size): 64 requests over 4
     # shared prefixes of 1,024 tokens (plus 64 tokens of their own), prefix caching on, and a

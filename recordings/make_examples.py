@@ -10,7 +10,7 @@ Each vLLM release makes its own: the seven seed-5578 files (two of them on the p
 the seed's GPU log) come from 0.5.0.post1, and each
 other supported release makes `seed-5578-off-vllmNNN` in a venv of its extra
 (`pip install -e '.[vllmNNN,test]'`). vLLM 0.33 (the V1 engine, `vllm033`) makes the three
-`v1-thrash-*` files. A file verifies only under the release that made it.
+`v1-thrash-*` files and the two `v1-head-of-line-*` files. A file verifies only under the release that made it.
 
 A file is written under a temporary name and renamed over the old one only after `run`
 ended as expected (exit 0, or 3 for the runs that abort) and `verify` passed, so a failed
@@ -54,6 +54,10 @@ V1_EXAMPLES: dict[str, list[str]] = {
     # the fix switched on in the middle of the thrash (request 12 preempted for the 20th time)
     "v1-thrash-off-then-whole-context": [*THRASH, "--policy", "off", "--toggle-at",
                                          "3000:whole-context"],
+    # #31731's head-of-line blocking on 0.33's defaults, and PR #35852's skip-and-continue
+    "v1-head-of-line-off": ["--preset", "v1-head-of-line", "--policy", "off"],
+    "v1-head-of-line-skip-and-continue": ["--preset", "v1-head-of-line", "--policy",
+                                          "skip-and-continue"],
 }
 
 

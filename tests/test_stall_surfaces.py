@@ -193,6 +193,14 @@ def test_compare_and_sweep_rows_carry_the_stall():
     assert row.split()[-2:] == [f"{summary.longest_stall_steps:,}", "0"]
     (since,) = [line for line in table if line.startswith("stalled since step")]
     assert since.split()[-2:] == [f"{summary.longest_stall_since:,}", "-"]
+    # the fixture predates the reasons: the shipped head-of-line run has one
+    blocked = run_metrics(load(ROOT / "recordings" / "v1-head-of-line-off.jsonl.zst"))
+    assert blocked.longest_stall_reason == "KV blocks (needs 803, 581 free)"
+    assert healthy.longest_stall_reason is None
+    (waits,) = [line for line in format_table([blocked, healthy]).splitlines()
+                if line.startswith("stall waits for")]
+    assert waits.split("for", 1)[1].split() == ["KV", "blocks", "(needs", "803,", "581", "free)",
+                                                "-"]
 
     cell = Cell(index=0, key="k", params={}, spec=preset_spec("v1-thrash"))
     row = make_row(cell, CellOutcome(status="ok", v1_summary=summary), None)

@@ -131,7 +131,25 @@ def test_v1_policies_parse_and_name_their_engine(text, kinds, admission, victim)
     assert parse_policy(str(policy)) == policy
 
 
-@pytest.mark.parametrize("text", ["whole-context+full-isl", "whole-context+fast", "fast+x"])
+@pytest.mark.parametrize("text, name, admission, victim, order", [
+    ("skip-and-continue", "skip-and-continue", "off", "last", "skip-and-continue"),
+    ("skip-and-continue+full-isl", "full-isl+skip-and-continue", "full-isl", "last",
+     "skip-and-continue"),
+    ("skip-and-continue+least-computed+whole-context",
+     "whole-context+least-computed+skip-and-continue", "whole-context", "least-computed",
+     "skip-and-continue"),
+    ("whole-context", "whole-context", "whole-context", "last", "stop"),
+])
+def test_the_scan_order_combines_with_the_other_rules(text, name, admission, victim, order):
+    """skip-and-continue (PR #35852) is a third kind of V1 rule, written after the others."""
+    policy = parse_policy(text)
+    assert (policy.name, policy.admission, policy.victim, policy.order) == (
+        name, admission, victim, order)
+    assert policy.engine_kinds == ("v1",) and parse_policy(str(policy)) == policy
+
+
+@pytest.mark.parametrize("text", ["whole-context+full-isl", "whole-context+fast", "fast+x",
+                                  "skip-and-continue+skip-and-continue"])
 def test_a_bad_v1_combination_is_one_line(text):
     with pytest.raises(ConfigError) as error:
         parse_policy(text)

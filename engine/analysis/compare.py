@@ -53,6 +53,7 @@ class V1RunMetrics(RunMetrics, kw_only=True):
     cpu_tier_hit_tokens: int = 0  # tokens served from vLLM's CPU KV tier (0: no tier)
     longest_stall_steps: int = 0  # the longest admission stall (engine.analysis.stall); 0: none
     longest_stall_since: int | None = None  # the step it began
+    longest_stall_reason: str | None = None  # what the head request waited for, as recorded
     unfinished_requests: int = 0  # arrived and never finished
 
 
@@ -85,6 +86,7 @@ def run_metrics(recording: Recording) -> RunMetrics:
                   cpu_tier_hit_tokens=summary.cpu_tier_hit_tokens,
                   longest_stall_steps=summary.longest_stall_steps,
                   longest_stall_since=summary.longest_stall_since,
+                  longest_stall_reason=summary.longest_stall_reason,
                   unfinished_requests=summary.unfinished_requests)
     return (V1RunMetrics if v1 else RunMetrics)(
         **v1,
@@ -133,6 +135,7 @@ _V1_ROWS: tuple[tuple[str, str], ...] = (
     ("tokens from CPU tier", "cpu_tier_hit_tokens"),
     ("longest stall (steps)", "longest_stall_steps"),
     ("stalled since step", "longest_stall_since"),
+    ("stall waits for", "longest_stall_reason"),
     ("unfinished requests", "unfinished_requests"),
 )
 

@@ -23,7 +23,8 @@ from engine.attached import env as attach_env
 from engine.attached import registry
 from engine.attached.observer import Observer
 from engine.errors import ConfigError
-from engine.policy import Policy, parse_policy, require_engine_kind
+from engine.adapters.driver import require_policy
+from engine.policy import Policy, parse_policy
 
 
 class Handle:
@@ -51,7 +52,7 @@ class Handle:
     def set_policy(self, policy: str | Policy, source: str = "api") -> None:
         """Govern the engine's next step with `policy` (any thread)."""
         policy = parse_policy(policy)
-        require_engine_kind(policy, self.tap.kind)
+        require_policy(policy, self.tap.kind)
         self.hook.set_policy(policy, source)
 
     def close(self) -> None:
@@ -72,7 +73,7 @@ def attach(target: Any, policy: str | Policy = "off", *, serve: str | None = Non
     address = attach_env.parse_serve(serve, token) if serve else None
     from engine.adapters.versions import require_supported
 
-    require_engine_kind(policy, require_supported().engine)  # before anything is hooked
+    require_policy(policy, require_supported().engine)  # before anything is hooked
     tap, _ = _tap(target, policy)
     if tap is None:
         raise ConfigError(f"engine.attach: cannot watch a {type(target).__name__}: give a V0 "

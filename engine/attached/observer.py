@@ -44,7 +44,8 @@ from engine.errors import ConfigError
 from engine.host.outbox import Outbox
 from engine.host.recording import RecordingController
 from engine.host.scribe_pipe import open_recorder
-from engine.policy import parse_policy, require_engine_kind
+from engine.adapters.driver import require_policy
+from engine.policy import parse_policy
 from engine.run_state import RunState
 from engine.spec import RunSpec
 from engine.stream.protocol import (Ack, AddBurst, Pause, RecordingStatus, Resume, SetPolicy,
@@ -160,7 +161,7 @@ class Observer:
                 if not isinstance(command.policy, str):
                     raise ConfigError("policy needs a policy name")
                 policy = parse_policy(command.policy)
-                require_engine_kind(policy, self.tap.kind)
+                require_policy(policy, self.tap.kind)
             except ConfigError as exc:
                 return ack(False, str(exc))
             with self._lock:

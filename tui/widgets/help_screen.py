@@ -50,6 +50,9 @@ V1_POLICIES = [
                       "thrash with several prefills in flight too"),
     ("least-computed", "the victim is the request that has computed the fewest tokens (PR "
                        "#53723), not the last admitted; combines with an admission rule (+)"),
+    ("skip-and-continue", "vLLM's scan passes by a request it refused blocks while they stay "
+                          "short, and admits the lighter ones behind it (PR #35852, #31731's "
+                          "head-of-line blocking; vLLM 0.33+); combines (+)"),
 ]
 V1_TABLE = [
     ("7×5", "preempted: request 7, its 5th preemption (3 or more stands out: the thrash)"),

@@ -94,3 +94,17 @@ def refused_blocks(scheduler: Any, request: Any, num_new_tokens: int, args: tupl
     """0.33's count of a refused allocation, with 0.29's block arithmetic."""
     return family_v033.refused_blocks(scheduler, request, num_new_tokens, args, kwargs,
                                       reach=blocks_to_reach)
+
+
+HAS_SCAN_SKIP = False
+"""0.29's waiting scan has no per-request hook it asks before it looks at a request's blocks
+(0.33 added `_handle_blocked_waiting_request`): `skip-and-continue` is refused here in one line
+(engine.adapters.v1.hooks), rather than re-implementing vLLM's scan."""
+
+
+def install_scan_skip(scheduler: Any, skip: Any) -> None:
+    raise NotImplementedError("0.29's waiting scan cannot pass a request by")
+
+
+def remove_scan_skip(scheduler: Any) -> None:
+    """Nothing was installed (HAS_SCAN_SKIP is False)."""

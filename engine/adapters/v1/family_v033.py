@@ -7,7 +7,8 @@ Kept in one small module so a release that renames them changes one file. What i
   the `full-isl` policy switches it live), `_inflight_prefill_reserved_blocks()` (the blocks
   the prefills in flight still need to finish, vLLM's own arithmetic), `max_num_scheduled_tokens`,
   and the wrapped methods `schedule`, `_preempt_request` and `kv_cache_manager.allocate_slots`
-  (its `full_sequence_must_fit` and `reserved_blocks` arguments);
+  (its `full_sequence_must_fit` and `reserved_blocks` arguments), and, under
+  `skip-and-continue`, `_handle_blocked_waiting_request`;
 - a Request: `request_id`, `status`, `num_computed_tokens`, `num_tokens` (prompt plus outputs),
   `num_output_tokens`, `num_preemptions`;
 - a SchedulerOutput: `num_scheduled_tokens`, `total_num_scheduled_tokens`, `scheduled_new_reqs`
@@ -166,6 +167,27 @@ def blocked_reason(request: Any) -> str:
             if status is not None:
                 _BLOCKED[status] = reason
     return _BLOCKED.get(request.status, "")
+
+
+HAS_SCAN_SKIP = True
+"""vLLM's waiting scan asks `_handle_blocked_waiting_request(request)` of each request it looks
+at, and passes by (defers to a later step) one it answers False for, as it does a request
+whose KV load has not landed: the way in of the `skip-and-continue` policy."""
+
+
+def install_scan_skip(scheduler: Any, skip: Callable[[Any], bool]) -> None:
+    """Have vLLM's waiting scan pass by every request `skip` says to, by its own skip path;
+    vLLM's `_handle_blocked_waiting_request` still decides for the others."""
+    original = scheduler._handle_blocked_waiting_request
+
+    def ready(request: Any) -> bool:
+        return False if skip(request) else original(request)
+
+    scheduler._handle_blocked_waiting_request = ready
+
+
+def remove_scan_skip(scheduler: Any) -> None:
+    vars(scheduler).pop("_handle_blocked_waiting_request", None)
 
 
 _ALLOCATE_PARAMS = ("num_new_computed_tokens", "new_computed_blocks", "num_lookahead_tokens",

@@ -49,6 +49,8 @@ from engine.adapters.v1.family_v033 import (  # noqa: F401  (the names 0.34 kept
     is_admitting, kv_cache_manager, output_tokens, preemptions, refused_blocks, request_id,
     request_progress, requests, reserve_full_isl, seats, waiting_by_reason, running, scheduled_tokens, scheduler_of, set_reserve_full_isl,
     token_budget, total_blocks, total_scheduled_tokens, vllm_config_of)
+from engine.adapters.v1.family_v033 import (  # noqa: F401  (0.34's scan skips as 0.33's)
+    HAS_SCAN_SKIP, install_scan_skip, remove_scan_skip)
 from engine.adapters.v1.family_v033 import (  # noqa: F401  (0.34 has vLLM's full-ISL option)
     NATIVE_FULL_ISL, PLATFORM_FROM_ENV, compile_result, configure, full_isl_fits,
     full_isl_setting, install_sim_platform)

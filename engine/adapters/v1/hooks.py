@@ -29,6 +29,13 @@ What each reads or wraps of vLLM's private API is in the release family's module
   With `off` and `full-isl` it calls the original and changes nothing where vLLM has the
   option; under every policy it is on while requests wait, to see vLLM refuse an admission
   (below).
+- `_handle_blocked_waiting_request` (0.33+), only under `skip-and-continue` (vLLM PR #35852's
+  waiting-phase rule, for #31731): vLLM's scan stops at the first admission `allocate_slots`
+  refuses. The hook notes what that request was refused (blocks needed, as `_refused` counts
+  them) and, from the next step, has vLLM's scan pass it by through the scan's own skip path
+  while the free blocks stay short of that need, so the requests behind it are tried. Once
+  the blocks are there it is tried again, first, and vLLM decides. Releases without that path
+  (0.18, 0.29) refuse the policy in one line.
 
 Why the waiting wait (issue #28): as `schedule()` returns, the hook reads the first reason
 vLLM's scan turned the head waiting request down, in the order the scan checks them (see
@@ -49,11 +56,13 @@ import msgspec
 from engine.adapters.driver import HookError  # the Session catches it: our bug, not vLLM's
 from engine.adapters.hook_base import OwnCode, PolicySwitch
 from engine.adapters.v1.current import fam
+from engine.errors import ConfigError
 from engine.policy import Policy, parse_policy
 
 
 _OWN_PREEMPT = OwnCode("hook _preempt_request")
 _OWN_ALLOCATE = OwnCode("hook allocate_slots")
+_OWN_SKIP = OwnCode("hook _handle_blocked_waiting_request")
 
 
 class V1Capture(msgspec.Struct):
@@ -105,6 +114,17 @@ class V1SchedulerHook(PolicySwitch):
         # what goes on the KV manager while a rule needs it (attach's Guard wraps it)
         self.allocate_entry: Callable[..., Any] = self._allocate_slots
         self._schedule_original: Callable[..., Any] | None = None  # vLLM's, bound (_install)
+        # skip-and-continue: request id -> blocks vLLM refused it (the scan passes it by
+        # while fewer are free)
+        self.skipping: dict[str, int] = {}
+        self._scan_skip = False  # the skip gate is on vLLM's scan (sync_policy says when)
+
+    def set_policy(self, policy: str | Policy, source: str = "api") -> None:
+        """Ask for `policy` from the next step on (any thread); one this release cannot apply
+        is refused here, in the asker's thread, never inside vLLM's step."""
+        policy = parse_policy(policy)
+        require_scan_skip(policy)
+        super().set_policy(policy, source)
 
     # ----------------------------------------------------------------- policy control
     def sync_policy(self) -> None:
@@ -118,6 +138,14 @@ class V1SchedulerHook(PolicySwitch):
         self._rules = (policy.admission == "whole-context" or policy.victim == "least-computed"
                        or self._hook_full_isl)
         self._observe_admissions(force=True)
+        skip = policy.order == "skip-and-continue"
+        if skip and not self._scan_skip:
+            fam.install_scan_skip(self.scheduler, self._passes_by)
+        elif not skip and self._scan_skip:
+            fam.remove_scan_skip(self.scheduler)
+        if not skip:
+            self.skipping.clear()
+        self._scan_skip = skip
 
     def _observe_admissions(self, force: bool = False) -> None:
         """The `allocate_slots` wrapper on vLLM's KV manager while a rule needs it or requests
@@ -155,6 +183,9 @@ class V1SchedulerHook(PolicySwitch):
         vars(self.scheduler).pop("schedule", None)
         vars(self.scheduler).pop("_preempt_request", None)
         vars(fam.kv_cache_manager(self.scheduler)).pop("allocate_slots", None)
+        if self._scan_skip:
+            fam.remove_scan_skip(self.scheduler)
+            self._scan_skip = False
         fam.set_reserve_full_isl(self.scheduler, self.configured_full_isl)
         self._originals.clear()
         self._schedule_original = None
@@ -186,8 +217,11 @@ class V1SchedulerHook(PolicySwitch):
         high = self.high_water
         finished = fam.finished_ids(output)
         if finished:
+            skipping = self.skipping
             for rid in finished:
                 high.pop(rid, None)
+                if skipping:
+                    skipping.pop(rid, None)
         requests = fam.requests(self.scheduler)
         progress = fam.request_progress
         again = prompt = generated = decode = 0
@@ -246,8 +280,12 @@ class V1SchedulerHook(PolicySwitch):
             capture.head_need, capture.head_limit = taken, limit
             return
         blocked = fam.blocked_reason(head)
+        skipped = self.skipping.get(fam.request_id(head)) if self.skipping else None
         if blocked:
             capture.head_reason = blocked
+        elif skipped is not None:  # skip-and-continue passed it by: its blocks are short
+            capture.head_reason = "kv_blocks"
+            capture.head_need, capture.head_limit = skipped, fam.free_blocks(scheduler)
         elif capture.withheld:
             capture.head_reason = "policy"
         elif capture.refused is not None:
@@ -287,6 +325,9 @@ class V1SchedulerHook(PolicySwitch):
             with _OWN_ALLOCATE:
                 if fam.is_admitting(request):  # a refusal leaves the request as it was
                     self._refused(request, num_new_tokens, args, kwargs)
+                    if self._scan_skip:
+                        self.skipping[fam.request_id(request)] = fam.refused_blocks(
+                            self.scheduler, request, num_new_tokens, args, kwargs)[0]
                 elif self._policy.victim == "least-computed":
                     self._put_victim_last(request)
         return blocks
@@ -309,6 +350,25 @@ class V1SchedulerHook(PolicySwitch):
         return need + fam.inflight_reserved_blocks(scheduler, besides=request) \
             <= fam.free_blocks(scheduler)
 
+    # ----------------------------------------------------------------- the scan's order
+    def _passes_by(self, request: Any) -> bool:
+        """skip-and-continue: whether vLLM's scan passes `request` by this time (it was
+        refused blocks, and fewer than it needed are free). Asked by vLLM's scan of each
+        waiting request it looks at; a request the blocks are back for is forgotten and
+        tried again, and vLLM decides."""
+        skipping = self.skipping
+        if not skipping:
+            return False
+        with _OWN_SKIP:
+            rid = fam.request_id(request)
+            need = skipping.get(rid)
+            if need is None:
+                return False
+            if fam.free_blocks(self.scheduler) < need:
+                return True
+            del skipping[rid]
+            return False
+
     # ----------------------------------------------------------------- the victim
     def _put_victim_last(self, current: Any) -> None:
         """Move the least-computed request among `current` and those after it in the running
@@ -328,9 +388,20 @@ class V1SchedulerHook(PolicySwitch):
             running.append(running.pop(best))
 
 
+def require_scan_skip(policy: Policy) -> None:
+    """Raise ConfigError if `policy` needs a skip path in vLLM's waiting scan and this release
+    has none (0.33 added it)."""
+    if policy.order == "skip-and-continue" and not fam.HAS_SCAN_SKIP:
+        raise ConfigError(f"policy {policy} needs vLLM 0.33 or later, whose waiting scan can "
+                          f"pass a request by; this vLLM cannot: run it on 0.33.0 or 0.34.0, "
+                          f"or drop skip-and-continue")
+
+
 def attach(scheduler: Any, policy: str | Policy = "off") -> V1SchedulerHook:
     """Instrument `scheduler` in place and return the handle that controls the policy."""
-    hook = V1SchedulerHook(scheduler, parse_policy(policy))
+    policy = parse_policy(policy)
+    require_scan_skip(policy)
+    hook = V1SchedulerHook(scheduler, policy)
     hook._install()
     hook.sync_policy()
     return hook
