@@ -162,8 +162,8 @@ def gen_policies() -> str:
             if text is None:
                 raise PluginError(f"policy {name} ({kind}) has no words in the ? screen")
             out.append(f"| `{name}` | {kind.upper()} | {cell(text)} |")
-    out += ["", "On V1 an admission rule and a victim choice combine with `+` "
-                "(`whole-context+least-computed`); `f` cycles "
+    out += ["", "On V1 an admission rule, a victim choice and a scan order combine with `+` "
+                "(`whole-context+least-computed`, `full-isl+skip-and-continue`); `f` cycles "
                 + " → ".join(f"`{p}`" for p in V1_CYCLE) + "."]
     return "\n".join(out)
 
