@@ -127,6 +127,21 @@ def test_the_bandwidth_delays_completions_by_steps_and_the_clock_charges_them():
 
 
 @needs_tier
+def test_spread_arrivals_finish_every_load_and_request():
+    """Arrivals spread over time (20 a second) put each load on the simulated clock: the
+    driver once moved its clock to vLLM's arrival stamp (time.time(), ~1.8e9 s), so a load
+    issued in an arrival's step was due at that epoch second, and the last arrival's loads
+    never came (requests left in WAITING_FOR_REMOTE_KVS for good, the engine stepping on)."""
+    from engine.analysis.summary import summarize
+
+    items = run(arrival_rate=20.0, max_steps=5000)
+    summary = summarize(items)
+    assert summary.cpu_tier_loads > 0
+    assert summary.end_reason == "completed" and summary.finished_requests == 64
+    assert steps_of(items)[-1].cpu_in_flight == 0
+
+
+@needs_tier
 def test_a_step_that_must_wait_for_a_flushed_store_is_charged_the_wait():
     """A preempted request's stores in flight are flushed (vLLM's `jobs_to_flush`): the
     worker waits for them before the forward pass, and the sim charges that step the wait."""

@@ -51,6 +51,11 @@ SUPPORTED: tuple[Release, ...] = (
     Release("0.7.3", "vllm073", "v064_0102"),
     Release("0.10.2", "vllm0102", "v064_0102"),
     Release("0.18.0", "vllm0180", "v018", engine="v1"),
+    # 0.27.1 (#53130 was filed against it) reads as 0.29 for everything the observatory
+    # touches, but resolves its platform while `import vllm` runs (torch_utils' PIN_MEMORY) and
+    # ignores VLLM_TARGET_DEVICE: without a GPU that is UnspecifiedPlatform ("Device string must
+    # not be empty"), so its sim runs on the platform plugin, which vLLM consults even there.
+    Release("0.27.1", "vllm0271", "v029", engine="v1", sim_plugin=True),
     Release("0.29.0", "vllm0290", "v029", engine="v1"),
     Release("0.33.0", "vllm033", "v033", engine="v1", covers=("0.31.0", "0.32.0")),
     Release("0.34.0", "vllm034", "v034", engine="v1", override=True, sim_plugin=True),

@@ -85,7 +85,11 @@ class V1Driver:
                                 {"prompt_token_ids": request.prompt_token_ids},
                                 self._sampling_params(request.max_tokens),
                                 arrival_time=arrival_time)
-        self._now_s = max(self._now_s, arrival_time)  # an idle sim jumps to the arrival
+        # an idle sim jumps to the arrival, on the simulated clock (the workload's arrival_s, the
+        # axis the session's sim_s runs on), never to vLLM's stamp (`arrival_time`, time.time()):
+        # a CPU-tier load submitted at an epoch-second `now` finished only at the next arrival's
+        # step, so the last arrival's loads never did (requests stuck in WAITING_FOR_REMOTE_KVS)
+        self._now_s = max(self._now_s, request.arrival_s)
         return len(request.prompt_token_ids)
 
     def has_unfinished_requests(self) -> bool:

@@ -1,0 +1,58 @@
+"""vLLM #53130's arithmetic (filed against 0.27.1): admission stops for good once running
+requests plus "deferred" ones reach `max_num_seqs`, with the KV cache mostly free.
+
+The deferred requests that hold seats are paused streaming-input sessions
+(WAITING_FOR_STREAMING_REQ): vLLM keeps them in `skipped_waiting` (its `deferred` reason)
+and adds them to `len(running)` against `max_num_seqs` (`num_waiting_for_streaming_input`).
+Async KV loads and grammar waits sit in the same queue but take no seat. The user's script
+(tests/fixtures/stall/v1_streaming_seats.py) opens four sessions on four seats and never
+resumes them; four plain prompts wait behind them for good. It stalls alike on every V1 line
+(0.27.1, 0.29.0, 0.33.0 and 0.34.0 were run): this is vLLM's design for a session, which a
+client that never sends its next chunk nor closes turns into a wedge.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from engine.analysis.stall import MIN_STEPS
+from engine.analysis.summary import summarize
+from engine.stream.reader import load
+from v1_required import needs_v1
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "tests" / "fixtures" / "stall" / "v1_streaming_seats.py"
+MODEL = str(ROOT / "engine" / "adapters" / "models" / "llama-16k")
+SEATS = 4  # the script's max_num_seqs, its sessions and its plain prompts
+
+
+@needs_v1
+def test_paused_streaming_sessions_hold_every_seat_and_the_stall_says_so(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONHASHSEED="0")
+    proc = subprocess.run([sys.executable, "-m", "engine.cli", "exec", "--sim", "--record",
+                           str(tmp_path), "--", sys.executable, str(SCRIPT), MODEL],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    warnings = [x for x in proc.stderr.splitlines()
+                if x.startswith("WARNING observatory: engine ") and " stalls: " in x]
+    assert len(warnings) == 1, proc.stderr[-3000:]
+    assert f"the head request waits for seats (max_num_seqs {SEATS} reached)" in warnings[0]
+    (path,) = tmp_path.glob("*.jsonl.zst")
+    recording = load(path)
+    summary = summarize(recording.all_items())
+    # the sessions answered their first chunk; the plain prompts never started
+    assert (summary.unfinished_requests, summary.never_started_requests) == (SEATS, SEATS)
+    assert summary.end_reason == "unfinished"
+    # it never recovers: the stall runs from the sessions' pause to the program's last step
+    assert summary.longest_stall_steps >= MIN_STEPS
+    assert summary.longest_stall_since + summary.longest_stall_steps == len(recording.steps)
+    assert summary.longest_stall_reason == f"seats (max_num_seqs {SEATS} reached)"
+    assert summary.longest_stall_kv_free_pct > 90.0
+    last = recording.steps[-1]
+    # vLLM's own count says "deferred" for the sessions, "capacity" for the prompts
+    assert last.running == 0 and last.waiting_by_reason in (
+        {"capacity": SEATS, "deferred": SEATS}, None, {})
+    assert (last.head_reason, last.head_need, last.head_limit) == ("seats", SEATS, SEATS)
