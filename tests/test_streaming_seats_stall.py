@@ -18,10 +18,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.analysis.stall import MIN_STEPS
 from engine.analysis.summary import summarize
 from engine.stream.reader import load
-from v1_required import needs_v1
+from v1_required import RELEASE, needs_v1
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "fixtures" / "stall" / "v1_streaming_seats.py"
@@ -30,6 +32,9 @@ SEATS = 4  # the script's max_num_seqs, its sessions and its plain prompts
 
 
 @needs_v1
+@pytest.mark.skipif(RELEASE is not None and RELEASE.family == "v018",
+                    reason="on 0.18 the script's sessions finish like plain requests (run: 8 "
+                           "finished, no stall): nothing holds a seat")
 def test_paused_streaming_sessions_hold_every_seat_and_the_stall_says_so(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONHASHSEED="0")
     proc = subprocess.run([sys.executable, "-m", "engine.cli", "exec", "--sim", "--record",

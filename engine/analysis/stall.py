@@ -9,7 +9,10 @@ left out and whether the blocks were there for them.
 A stall, at a step, is the run of steps ending there in which every step had requests waiting,
 admitted none, had a seat free (fewer running than `max_num_seqs`, when the run's header says
 it) and left at least ROOM_FRACTION of the GPU KV blocks free. It is reported once it is
-MIN_STEPS long. A full house of seats is capacity, not a stall: the waiting get a seat when a
+MIN_STEPS long. Seats are counted as running requests: vLLM also counts paused streaming-input
+sessions against `max_num_seqs`, and seats held by sessions whose clients went quiet are #53130's
+wedge (the head's reason then says `seats`), so those are a stall. A full house of running
+requests is capacity, not a stall: the waiting get a seat when a
 running request finishes. A policy that refuses admissions on purpose (`whole-context`, marked
 `withheld`) is not a stall: it refuses only while the blocks are short.
 

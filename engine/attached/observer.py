@@ -267,8 +267,8 @@ class Observer:
         if change == STARTED and stalls.current is not None:
             s = stalls.current
             self.say(f"engine {self.name} stalls: no admission for {s.steps:,} steps (since "
-                     f"step {s.since:,}) while {s.waiting:,} requests wait with seats and "
-                     f"{s.free_pct:.0f}% of the KV cache free"
+                     f"step {s.since:,}) while {s.waiting:,} requests wait, fewer run than "
+                     f"max_num_seqs and {s.free_pct:.0f}% of the KV cache is free"
                      + (f"; the head request waits for {s.reason}" if s.reason else ""))
         elif change == ENDED and stalls.ended is not None:
             s = stalls.ended
