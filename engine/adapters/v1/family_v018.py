@@ -43,6 +43,8 @@ from engine.adapters.v1.family_v033 import (  # noqa: F401  identical on 0.18
     vllm_config_of,
 )
 from engine.adapters.v1 import family_v029, family_v033
+from engine.adapters.v1.family_v029 import (  # noqa: F401  (0.18's scan has no skip path either)
+    HAS_SCAN_SKIP, install_scan_skip, remove_scan_skip)
 from engine.spec import RunSpec
 
 TIER = "tier_v018"  # the CPU tier is refused on 0.18 (tier_v018.py says why)
@@ -198,17 +200,3 @@ def refused_blocks(scheduler: Any, request: Any, num_new_tokens: int, args: tupl
     """0.33's count of a refused allocation, with 0.18's block arithmetic."""
     return family_v033.refused_blocks(scheduler, request, num_new_tokens, args, kwargs,
                                       reach=blocks_to_reach)
-
-
-HAS_SCAN_SKIP = False
-"""0.18's waiting scan has no per-request hook it asks before it looks at a request's blocks
-(0.33 added `_handle_blocked_waiting_request`): `skip-and-continue` is refused here in one line
-(engine.adapters.v1.hooks), rather than re-implementing vLLM's scan."""
-
-
-def install_scan_skip(scheduler: Any, skip: Any) -> None:
-    raise NotImplementedError("0.18's waiting scan cannot pass a request by")
-
-
-def remove_scan_skip(scheduler: Any) -> None:
-    """Nothing was installed (HAS_SCAN_SKIP is False)."""

@@ -97,13 +97,13 @@ def refused_blocks(scheduler: Any, request: Any, num_new_tokens: int, args: tupl
 
 
 HAS_SCAN_SKIP = False
-"""0.29's waiting scan has no per-request hook it asks before it looks at a request's blocks
-(0.33 added `_handle_blocked_waiting_request`): `skip-and-continue` is refused here in one line
-(engine.adapters.v1.hooks), rather than re-implementing vLLM's scan."""
+"""The waiting scan before 0.33 (0.18 to 0.29) has no per-request hook it asks before it looks
+at a request's blocks (0.33 added `_handle_blocked_waiting_request`): `skip-and-continue` is
+refused here in one line (engine.adapters.v1.hooks), rather than re-implementing vLLM's scan."""
 
 
 def install_scan_skip(scheduler: Any, skip: Any) -> None:
-    raise NotImplementedError("0.29's waiting scan cannot pass a request by")
+    raise NotImplementedError("vLLM's waiting scan before 0.33 cannot pass a request by")
 
 
 def remove_scan_skip(scheduler: Any) -> None:
