@@ -206,8 +206,9 @@ class RunSpec(msgspec.Struct, kw_only=True):
 
     # observation
     policy: Annotated[str, Setting(
-        "off | strict | watermark[:F] | reserve (V0); off | full-isl | whole-context | least-computed, "
-        "combined with + (V1)", metavar="POLICY", check=_policy)] = "off"
+        "off | strict | watermark[:F] | reserve (V0); off | full-isl | whole-context | "
+        "least-computed | skip-and-continue, combined with + (V1)", metavar="POLICY",
+        check=_policy)] = "off"
     max_steps: Annotated[int | None, Setting(
         "stop after this many steps", lo=1, hi=MAX_STEP)] = None
     # (step, policy): switch before that step runs

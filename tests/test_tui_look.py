@@ -44,7 +44,8 @@ def test_every_policy_name_is_whole_in_the_decisions_table_at_80_columns():
     from tui.widgets.status_bar import short_policy
 
     cases = [(V1_OFF, V1_COLUMNS, "v1policy",
-              [*V1_CYCLE, "least-computed", "full-isl+least-computed"]),
+              [*V1_CYCLE, "least-computed", "full-isl+least-computed", "skip-and-continue",
+               "full-isl+skip-and-continue"]),
              (OFF, COLUMNS, "policy", ["off", "strict", "watermark:0.5", "reserve"])]
     for path, columns, key, policies in cases:
         step = load(path).steps[0]

@@ -12,9 +12,9 @@ it) and left at least ROOM_FRACTION of the GPU KV blocks free. It is reported on
 MIN_STEPS long. Seats are counted as running requests: vLLM also counts paused streaming-input
 sessions against `max_num_seqs`, and seats held by sessions whose clients went quiet are #53130's
 wedge (the head's reason then says `seats`), so those are a stall. A full house of running
-requests is capacity, not a stall: the waiting get a seat when a
-running request finishes. A policy that refuses admissions on purpose (`whole-context`, marked
-`withheld`) is not a stall: it refuses only while the blocks are short.
+requests is capacity, not a stall: the waiting get a seat when a running request finishes. A
+policy that refuses admissions on purpose (`whole-context`, marked `withheld`) is not a stall:
+it refuses only while the blocks are short.
 
 Pure functions over step records (either engine kind; a V0 record is never a stall here: V0
 records admissions as prefills of groups, and its starvation is #5578's, with its own runway),

@@ -115,7 +115,8 @@ _BY_OP = dict(zip(COMMAND_OPS, COMMAND_TYPES))
 _ARG_FIELD = {SetPolicy: "policy", AddBurst: "size", ToggleRecording: "target",
               SetPace: "scale"}
 USAGE = {"policy": "policy needs a policy name: on V0 off, strict, watermark[:F] or reserve; "
-                    "on V1 off, full-isl, whole-context or least-computed (joined by +)",
+                    "on V1 off, full-isl, whole-context, least-computed or skip-and-continue "
+                    "(joined by +)",
          "burst": "burst needs a size: an integer from 1 to 100000, or nothing for the "
                   "spec's burst size",
          "record": "record needs on, off, nothing (to toggle) or a file path",

@@ -32,7 +32,7 @@ POLICY_ROLES = {"off": "policy-off", "strict": "policy-strict", "watermark": "po
                 "reserve": "policy-reserve",
                 # V1's: its admission rules as V0's guarantees look, the victim choice apart
                 "whole-context": "policy-strict", "full-isl": "policy-reserve",
-                "least-computed": "policy-watermark"}
+                "least-computed": "policy-watermark", "skip-and-continue": "policy-strict"}
 STATE_ROLES = {"running": "running", "paused": "paused", "stopping": "paused",
                "aborted": "aborted", "failed": "aborted", "disconnected": "aborted",
                "finished": "over", "stopped": "over", "replay": "over", "starting": "starting"}
@@ -93,9 +93,10 @@ def policy_role(policy: str) -> str:
 def short_policy(policy: str) -> str:
     """"watermark:0.5" is "wm:0.5" where every column counts (V1's: "whole-context+least-computed"
     is "whole+least", "full-isl+least-computed" "isl+least": each fits the decisions table's
-    policy column at 80 columns)."""
+    policy column at 80 columns; "skip-and-continue" is "skip")."""
     return (policy.replace("watermark", "wm").replace("full-isl+", "isl+")
-            .replace("whole-context", "whole").replace("least-computed", "least"))
+            .replace("whole-context", "whole").replace("least-computed", "least")
+            .replace("skip-and-continue", "skip"))
 
 
 def human_bytes(n: int, compact: bool = False) -> str:
