@@ -62,8 +62,8 @@ import msgspec
 
 from engine import __version__, logs
 from engine.adapters import device_info
-from engine.adapters.driver import (EngineDriver, HookError, installed_engine_kind, open_driver,
-                                   require_policy)
+from engine.adapters.driver import EngineDriver, HookError, installed_engine_kind, open_driver
+from engine.adapters.policy_support import require_policy
 from engine.errors import ConfigError
 from engine.policy import Policy, parse_policy
 from engine.run_state import RunState, state_for_end

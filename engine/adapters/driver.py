@@ -17,7 +17,7 @@ import importlib
 from typing import Any, Callable, Protocol
 
 from engine.costmodel import CostModel
-from engine.policy import Policy, require_engine_kind
+from engine.policy import Policy
 from engine.spec import RunSpec
 from engine.stream.records import StepRecord, V1StepRecord
 from engine.workload import Request
@@ -82,18 +82,6 @@ def open_driver(spec: RunSpec, policy: Policy) -> EngineDriver:
         prepare_sim_process()  # before anything imports vLLM, which then picks its platform
     module = importlib.import_module(f"engine.adapters.{release.engine}.driver")
     return module.build_driver(spec, policy)
-
-
-def require_policy(policy: Policy, kind: str) -> None:
-    """Raise ConfigError (one line) if `policy` cannot act on the installed vLLM, whose engine
-    is of `kind`: a rule of the other engine kind, or a V1 rule this release's scheduler has
-    no way in for (`skip-and-continue` before 0.33). Asked before an engine is built and before
-    a switch is taken, never inside vLLM's step."""
-    require_engine_kind(policy, kind)
-    if kind == "v1" and policy.order != "stop":
-        from engine.adapters.v1.hooks import require_scan_skip
-
-        require_scan_skip(policy)
 
 
 def installed_engine_kind() -> str:

@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 from engine.adapters.guard import Guard
+from engine.adapters.policy_support import require_policy
 from engine.attached import env as attach_env
 from engine.attached import registry
 from engine.attached.observer import Observer
 from engine.errors import ConfigError
-from engine.adapters.driver import require_policy
 from engine.policy import Policy, parse_policy
 
 

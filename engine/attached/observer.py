@@ -38,13 +38,13 @@ from typing import Any, Callable
 import msgspec
 
 from engine import __version__
+from engine.adapters.policy_support import require_policy
 from engine.analysis.stall import ENDED, STARTED, StallWatch, seat_limit
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
 from engine.host.outbox import Outbox
 from engine.host.recording import RecordingController
 from engine.host.scribe_pipe import open_recorder
-from engine.adapters.driver import require_policy
 from engine.policy import parse_policy
 from engine.run_state import RunState
 from engine.spec import RunSpec

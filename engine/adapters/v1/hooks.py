@@ -56,7 +56,7 @@ import msgspec
 from engine.adapters.driver import HookError  # the Session catches it: our bug, not vLLM's
 from engine.adapters.hook_base import OwnCode, PolicySwitch
 from engine.adapters.v1.current import fam
-from engine.errors import ConfigError
+from engine.adapters.policy_support import require_scan_skip
 from engine.policy import Policy, parse_policy
 
 
@@ -386,15 +386,6 @@ class V1SchedulerHook(PolicySwitch):
                 best, best_tokens = i, tokens
         if best != len(running) - 1:
             running.append(running.pop(best))
-
-
-def require_scan_skip(policy: Policy) -> None:
-    """Raise ConfigError if `policy` needs a skip path in vLLM's waiting scan and this release
-    has none (0.33 added it)."""
-    if policy.order == "skip-and-continue" and not fam.HAS_SCAN_SKIP:
-        raise ConfigError(f"policy {policy} needs vLLM 0.33 or later, whose waiting scan can "
-                          f"pass a request by; this vLLM cannot: run it on 0.33.0 or 0.34.0, "
-                          f"or drop skip-and-continue")
 
 
 def attach(scheduler: Any, policy: str | Policy = "off") -> V1SchedulerHook:

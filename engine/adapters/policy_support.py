@@ -1,0 +1,30 @@
+"""Whether the installed vLLM can apply a policy, asked before an engine is built and before a
+switch is taken, never inside vLLM's step: a refusal is one line to whoever asked (the command
+line, a client, `engine.attach`), and the engine keeps the policy it has."""
+
+from __future__ import annotations
+
+from engine.errors import ConfigError
+from engine.policy import Policy, require_engine_kind
+
+
+def require_policy(policy: Policy, kind: str) -> None:
+    """Raise ConfigError (one line) if `policy` cannot act on the installed vLLM, whose engine
+    is of `kind`: a rule of the other engine kind, or a V1 rule this release's scheduler has
+    no way in for (`skip-and-continue` before 0.33)."""
+    require_engine_kind(policy, kind)
+    if kind == "v1":
+        require_scan_skip(policy)
+
+
+def require_scan_skip(policy: Policy) -> None:
+    """Raise ConfigError if `policy` needs a skip path in vLLM's waiting scan and the installed
+    release has none (0.33 added `_handle_blocked_waiting_request`)."""
+    if policy.order != "skip-and-continue":
+        return
+    from engine.adapters.v1.current import fam  # imports vLLM: only once a V1 rule asks
+
+    if not fam.HAS_SCAN_SKIP:
+        raise ConfigError(f"policy {policy} needs vLLM 0.33 or later, whose waiting scan can "
+                          f"pass a request by; this vLLM cannot: run it on 0.33.0 or 0.34.0, "
+                          f"or drop skip-and-continue")
