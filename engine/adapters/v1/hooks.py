@@ -325,9 +325,6 @@ class V1SchedulerHook(PolicySwitch):
             with _OWN_ALLOCATE:
                 if fam.is_admitting(request):  # a refusal leaves the request as it was
                     self._refused(request, num_new_tokens, args, kwargs)
-                    if self._scan_skip:
-                        self.skipping[fam.request_id(request)] = fam.refused_blocks(
-                            self.scheduler, request, num_new_tokens, args, kwargs)[0]
                 elif self._policy.victim == "least-computed":
                     self._put_victim_last(request)
         return blocks
@@ -335,11 +332,16 @@ class V1SchedulerHook(PolicySwitch):
     def _refused(self, request: Any, num_new_tokens: int, args: tuple,
                  kwargs: dict[str, Any]) -> None:
         """Note the blocks an admission vLLM refused needed, and those free (the first
-        refusal of the step: vLLM's scan stops there)."""
+        refusal of the step: vLLM's scan stops there), and under skip-and-continue what each
+        refused request needs, for the scan to pass it by while fewer are free."""
         capture = self.current
+        if capture.refused is not None and not self._scan_skip:
+            return
+        counted = fam.refused_blocks(self.scheduler, request, num_new_tokens, args, kwargs)
         if capture.refused is None:
-            capture.refused = fam.refused_blocks(self.scheduler, request, num_new_tokens,
-                                                 args, kwargs)
+            capture.refused = counted
+        if self._scan_skip:
+            self.skipping[fam.request_id(request)] = counted[0]
 
     # ----------------------------------------------------------------- the rules
     def _whole_context_fits(self, request: Any) -> bool:
