@@ -118,6 +118,10 @@ class RunSpec(msgspec.Struct, kw_only=True):
     long_prefill_token_threshold: Annotated[int, Setting(
         "V1: at most this many tokens of one prefill per step, so several prefills run at "
         "once (0: no limit)", lo=0, hi=10_000_000)] = 0
+    async_scheduling: Annotated[bool, Setting(
+        "V1 sim (0.33+): vLLM's async scheduling, its AsyncScheduler and the engine core's "
+        "batch queue of 2 (schedule step N+1 while step N runs; vLLM's --async-scheduling)",
+        flag="--async-scheduling")] = False
     # V1's CPU KV tier: vLLM's own OffloadingConnector (scheduler side, CPUOffloadingManager and
     # its eviction) with the sim executor as its worker (engine/adapters/v1/offload.py)
     kv_offloading_gib: Annotated[float, Setting(

@@ -48,6 +48,9 @@ from engine.adapters.v1.family_v033 import (  # noqa: F401  (the family's interf
 
 from engine.adapters.v1 import family_v033
 
+HAS_ASYNC_SIM = False
+"""Not tried on 0.29 (nor 0.27.1, 0.18): `--async-scheduling` is refused in one line."""
+
 TIER = "tier_v029"  # the offloading connector's names (engine.adapters.v1.current.tier)
 
 

@@ -70,10 +70,46 @@ def install_sim_platform() -> None:
     """Nothing: 0.33 picks its CPU platform from VLLM_TARGET_DEVICE=cpu (SIM_ENV)."""
 
 
+HAS_ASYNC_SIM = True
+"""The sim runs vLLM's async scheduling (`--async-scheduling`): the engine core's
+`step_with_batch_queue` calls `execute_model(non_block=True)` then `sample_tokens(grammar,
+non_block=True)`, which the sim executor answers (engine.adapters.v1.sim_executor)."""
+
+
 def construct(args: Any) -> Any:
     from vllm.v1.engine.llm_engine import LLMEngine
 
-    return LLMEngine.from_engine_args(args)
+    if not getattr(args, "async_scheduling", False):
+        return LLMEngine.from_engine_args(args)
+    with _platform_keeps_async_scheduling():
+        return LLMEngine.from_engine_args(args)
+
+
+class _platform_keeps_async_scheduling:
+    """While vLLM builds its config: its platform's `check_and_update_config` as it is, but
+    async scheduling left on when the run asked for it. vLLM's CPU platform (and the sim's,
+    from 0.34) turn it off because a CPU model runner does not need the overlap; the sim runs
+    no model runner, and the run asked for vLLM's AsyncScheduler and batch queue. vLLM's own
+    check of the executor (`supports_async_scheduling`) and the rest of the platform's
+    configuration still run. Wrapped on the platform instance (as the hooks wrap the
+    scheduler's), and taken off again once the engine is built."""
+
+    def __enter__(self) -> None:
+        from vllm.platforms import current_platform
+
+        original = current_platform.check_and_update_config
+
+        def check_and_update_config(vllm_config: Any) -> None:
+            asked = vllm_config.scheduler_config.async_scheduling
+            original(vllm_config)
+            if asked:
+                vllm_config.scheduler_config.async_scheduling = True
+
+        self.platform = current_platform
+        vars(current_platform)["check_and_update_config"] = check_and_update_config
+
+    def __exit__(self, *exc: Any) -> None:
+        vars(self.platform).pop("check_and_update_config", None)
 
 
 def engine_core_of(engine: Any) -> Any:
