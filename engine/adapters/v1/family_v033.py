@@ -226,6 +226,39 @@ def remove_scan_skip(scheduler: Any) -> None:
     vars(scheduler).pop("_handle_blocked_waiting_request", None)
 
 
+# ---- per-iteration-count (vLLM #45257, PR #45339's rule) ------------------------------------
+def is_async(scheduler: Any) -> bool:
+    """The scheduler runs vLLM's async scheduling (its AsyncScheduler, output placeholders)."""
+    return bool(scheduler.scheduler_config.async_scheduling)
+
+
+def finals_in_flight(scheduler: Any) -> int:
+    """Running requests vLLM's running loop will pass by this step because the step in flight
+    already reaches their max_tokens: 0.33's own condition (its `num_output_placeholders`
+    check, word for word), read before `schedule()` runs. Each still counts against
+    `max_num_seqs` in the waiting loop (#45257). Always 0 without async scheduling."""
+    count = 0
+    for request in scheduler.running:
+        placeholders = request.num_output_placeholders
+        if (placeholders > 0 and request.num_computed_tokens + 2 - placeholders
+                >= request.num_prompt_tokens + request.max_tokens):
+            count += 1
+    return count
+
+
+def widen_seats(scheduler: Any, extra: int) -> tuple[int, int]:
+    """Raise the seat limits vLLM's scan and its final check read (`max_num_active_reqs`,
+    `max_num_running_reqs`) by `extra`; return them as they were, for `set_seats`."""
+    saved = (scheduler.max_num_running_reqs, scheduler.max_num_active_reqs)
+    scheduler.max_num_running_reqs = saved[0] + extra
+    scheduler.max_num_active_reqs = saved[1] + extra
+    return saved
+
+
+def set_seats(scheduler: Any, saved: tuple[int, int]) -> None:
+    scheduler.max_num_running_reqs, scheduler.max_num_active_reqs = saved
+
+
 _ALLOCATE_PARAMS = ("num_new_computed_tokens", "new_computed_blocks", "num_lookahead_tokens",
                     "num_external_computed_tokens", "delay_cache_blocks", "num_encoder_tokens",
                     "full_sequence_must_fit", "reserved_blocks")
