@@ -37,7 +37,7 @@ def reason_text(s: Any) -> str:
     need, limit = s.head_need or 0, s.head_limit or 0
     if reason == "seats":
         scheduled = _scheduled(s)
-        if scheduled is not None and scheduled < limit:  # #45257: seats held by finals
+        if scheduled is not None and scheduled < need:  # #45257: seats held by finals
             return f"{words} (max_num_seqs {limit:,} reached, {scheduled:,} scheduled)"
         return f"{words} (max_num_seqs {limit:,} reached)"
     if reason == "active_seats":
