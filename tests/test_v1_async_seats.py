@@ -31,6 +31,7 @@ require_hash_seed()
 from engine.analysis.reasons import reason_text  # noqa: E402
 from engine.analysis.seats import scheduled_count, underfill, underfilled  # noqa: E402
 from engine.analysis.stall import StallWatch  # noqa: E402
+from engine.analysis.summary import summarize  # noqa: E402
 from engine.errors import ConfigError  # noqa: E402
 from engine.session import Session  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402
@@ -90,6 +91,9 @@ def test_off_under_fills_while_the_seats_look_full():
     for s in steps:
         watch.add(s)
     assert watch.longest is None  # vLLM counts every seat taken: not an admission stall
+    summary = summarize(run()[0])  # what `run --json` says
+    assert summary.underfilled_steps == len(under) and summary.longest_stall_steps == 0
+    assert summary.longest_underfilled_steps == underfill(steps, SEATS).longest >= 1
     # without async scheduling nothing is in flight: the same load never under-fills
     sync = steps_of(run(async_scheduling=False)[0])
     assert underfill(sync, SEATS).steps == 0
@@ -99,7 +103,7 @@ def test_off_under_fills_while_the_seats_look_full():
 def test_per_iteration_count_fills_every_step_and_puts_vllms_limits_back():
     items, session = run(policy="per-iteration-count")
     steps = steps_of(items)
-    assert underfill(steps, SEATS).steps == 0
+    assert underfill(steps, SEATS).steps == 0 and summarize(items).underfilled_steps == 0
     off = steps_of(run()[0])
     assert len(steps) < len(off) * 0.6, (len(steps), len(off))
     assert steps[-1].sim_s < off[-1].sim_s
