@@ -7,7 +7,8 @@ Record the `v1-async-seats` preset once per policy, then read both here:
         --record fix.jsonl
     python bench/async_seats.py off.jsonl fix.jsonl
 
-For each: steps, simulated seconds, simulated tokens per second (tokens scheduled / sim_s),
+For each: steps, simulated seconds, simulated tokens per second (tokens scheduled / sim_s, and
+generated tokens / sim_s as the README's stall table counts them),
 mean admission (simulated seconds from a request's arrival to the step that first scheduled
 it), and the under-filled steps (engine.analysis.seats: seats counted full while fewer than
 max_num_seqs were scheduled) with their longest run.
@@ -46,6 +47,7 @@ def figures(path: str) -> dict[str, object]:
     return {"policy": steps[-1].policy, "vllm": run.header.vllm_version, "steps": len(steps),
             "sim_s": round(sim_s, 4),
             "tok_per_s": round(steps[-1].computed_total / sim_s, 1),
+            "generated_tok_per_s": round(sum(x.generated_tokens for x in steps) / sim_s, 1),
             "mean_admission_s": round(sum(waits) / len(waits), 4),
             "underfilled_steps": under.steps, "longest_underfilled": under.longest}
 
