@@ -276,8 +276,12 @@ class RunSpec(msgspec.Struct, kw_only=True):
                 raise ConfigError(f"--prompt-len-max {self.prompt_len_max} is less than "
                                   f"--prompt-len {self.prompt_len}")
         asked = [self.policy] + [policy for _, policy in self.toggles]
-        if not self.async_scheduling and any(
-                parse_policy(p).seats == "per-iteration-count" for p in asked):
+        per_iteration = any(parse_policy(p).seats == "per-iteration-count" for p in asked)
+        if per_iteration and self.backend != "sim":
+            raise ConfigError("policy per-iteration-count runs on the sim backend only: it lets "
+                              "vLLM's running list outgrow max_num_seqs, and a real model "
+                              "runner's batch has max_num_seqs slots; use --backend sim")
+        if not self.async_scheduling and per_iteration:
             raise ConfigError("policy per-iteration-count acts only under async scheduling "
                               "(vLLM #45257): add --async-scheduling, or drop "
                               "per-iteration-count")

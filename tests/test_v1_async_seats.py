@@ -11,8 +11,10 @@ vLLM's async scheduling (its AsyncScheduler and the engine core's batch queue).
 - under `per-iteration-count` no step is under-filled and the run takes fewer steps, with
   vLLM's own seat limits back as they were after every step;
 - switched on live, the under-filling ends at the switch;
-- without async scheduling the policy is refused in one line, and on a release whose sim runs
-  no async scheduling (0.18, 0.27, 0.29) both the option and the policy are.
+- without async scheduling, or on the gpu backend (a real model runner's batch holds
+  max_num_seqs requests, which the rule lets vLLM's running list outgrow), the policy is
+  refused in one line, and on a release whose sim runs no async scheduling (0.18, 0.27, 0.29)
+  both the option and the policy are.
 
 Needs a V1 release and PYTHONHASHSEED=0 (`PYTHONHASHSEED=0 pytest tests/test_v1_async_seats.py`).
 """
@@ -132,6 +134,9 @@ def test_without_async_scheduling_the_policy_is_refused_in_one_line():
         with pytest.raises(ConfigError, match="acts only under async scheduling") as caught:
             preset_spec(PRESET, async_scheduling=False, **over).validated()
         assert "\n" not in str(caught.value)
+    # a real model runner's batch holds max_num_seqs requests: the rule never goes near one
+    with pytest.raises(ConfigError, match="runs on the sim backend only"):
+        preset_spec(PRESET, backend="gpu", policy="per-iteration-count").validated()
 
 
 @pytest.mark.skipif(ASYNC_SIM, reason="this release's sim runs async scheduling")

@@ -57,6 +57,10 @@ def is_async(scheduler: Any) -> bool:
     return False  # the sim never runs it here (HAS_ASYNC_SIM)
 
 
+def runs_sim(scheduler: Any) -> bool:
+    raise NotImplementedError("no async scheduling on this release's sim (HAS_ASYNC_SIM)")
+
+
 def finals_in_flight(scheduler: Any) -> int:
     raise NotImplementedError("no async scheduling on this release's sim (HAS_ASYNC_SIM)")
 

@@ -232,6 +232,14 @@ def is_async(scheduler: Any) -> bool:
     return bool(scheduler.scheduler_config.async_scheduling)
 
 
+def runs_sim(scheduler: Any) -> bool:
+    """The engine's executor is the sim's (it computes nothing, so it holds no batch of
+    `max_num_seqs` slots that more running requests could overflow)."""
+    from engine.adapters.v1.sim_executor import DOTTED_PATH
+
+    return scheduler.parallel_config.distributed_executor_backend == DOTTED_PATH
+
+
 def finals_in_flight(scheduler: Any) -> int:
     """Running requests vLLM's running loop will pass by this step because the step in flight
     already reaches their max_tokens: 0.33's own condition (its `num_output_placeholders`

@@ -388,7 +388,10 @@ class V1SchedulerHook(PolicySwitch):
         original = self._originals.get("schedule")
         if original is None:  # before _install: attach calls sync_policy again after it
             return
-        per_iteration = policy.seats == "per-iteration-count"
+        # never on an engine with a real model runner (attach refuses it there; a live switch
+        # to it leaves vLLM's count as it is): its batch holds max_num_seqs requests
+        per_iteration = (policy.seats == "per-iteration-count" and fam.HAS_ASYNC_SIM
+                         and fam.runs_sim(self.scheduler))
         self._schedule_original = (self._schedule_per_iteration if per_iteration
                                    else original)
 
@@ -431,7 +434,10 @@ def attach(scheduler: Any, policy: str | Policy = "off") -> V1SchedulerHook:
     """Instrument `scheduler` in place and return the handle that controls the policy."""
     policy = parse_policy(policy)
     require_scan_skip(policy)
-    require_async_sim(policy, fam.is_async(scheduler) if fam.HAS_ASYNC_SIM else None)
+    if fam.HAS_ASYNC_SIM:
+        require_async_sim(policy, fam.is_async(scheduler), fam.runs_sim(scheduler))
+    else:
+        require_async_sim(policy)
     hook = V1SchedulerHook(scheduler, policy)
     hook._install()
     hook.sync_policy()
