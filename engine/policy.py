@@ -44,7 +44,8 @@ same way, are an admission rule plus an optional choice of victim, joined with "
   P/D prefill node runs): fewer than `max_num_seqs` are scheduled while requests wait. The
   rule (vLLM PR #45339's) counts the sequences scheduled this iteration: during `schedule()`
   vLLM's own limits are raised by the number of those requests, and put back after. It acts
-  only under async scheduling (vLLM 0.33 and later on the sim).
+  only under async scheduling (vLLM 0.33 and later on the sim), and on the sim only: vLLM's
+  running list then outgrows max_num_seqs, which a real model runner's batch cannot hold.
 - ``skip-and-continue``: the waiting scan's order (vLLM PR #35852, for #31731's head-of-line
   blocking). vLLM stops admitting at the first request whose blocks it refuses; under this rule
   a refused request is skipped while the free blocks stay short of what it was refused, so the
