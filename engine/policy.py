@@ -38,6 +38,14 @@ same way, are an admission rule plus an optional choice of victim, joined with "
   blocks must hold the request's whole context plus the rest of every running prefill.
 - ``least-computed``: preempt the request that has computed the fewest tokens (vLLM PR #53723)
   rather than the last admitted.
+- ``per-iteration-count``: under async scheduling (vLLM #45257), vLLM's waiting scan counts
+  every request in its running list against `max_num_seqs`, also those it passes by this step
+  because the step in flight already samples their last token (a `max_tokens=1` prefill, as a
+  P/D prefill node runs): fewer than `max_num_seqs` are scheduled while requests wait. The
+  rule (vLLM PR #45339's) counts the sequences scheduled this iteration: during `schedule()`
+  vLLM's own limits are raised by the number of those requests, and put back after. It acts
+  only under async scheduling (vLLM 0.33 and later on the sim), and on the sim only: vLLM's
+  running list then outgrows max_num_seqs, which a real model runner's batch cannot hold.
 - ``skip-and-continue``: the waiting scan's order (vLLM PR #35852, for #31731's head-of-line
   blocking). vLLM stops admitting at the first request whose blocks it refuses; under this rule
   a refused request is skipped while the free blocks stay short of what it was refused, so the
@@ -60,7 +68,8 @@ from engine.errors import ConfigError
 V1_ADMISSION = ("full-isl", "whole-context")  # V1 admission rules (at most one)
 V1_VICTIM = ("least-computed",)  # V1 victim choices (at most one)
 V1_ORDER = ("skip-and-continue",)  # V1 waiting-scan orders (at most one)
-V1_NAMES = (*V1_ADMISSION, *V1_VICTIM, *V1_ORDER)
+V1_SEATS = ("per-iteration-count",)  # V1 seat counts under async scheduling (at most one)
+V1_NAMES = (*V1_ADMISSION, *V1_VICTIM, *V1_ORDER, *V1_SEATS)
 V1_CYCLE = ("off", "full-isl", "whole-context", "whole-context+least-computed")
 POLICY_NAMES = ("off", "strict", "watermark", "reserve", *V1_NAMES)
 DEFAULT_WATERMARK = 0.5
@@ -73,6 +82,7 @@ ENGINE_KINDS: dict[str, tuple[str, ...]] = {
     "whole-context": ("v1",),
     "least-computed": ("v1",),
     "skip-and-continue": ("v1",),
+    "per-iteration-count": ("v1",),
 }
 """Which engine kinds (engine.stream.records.ENGINE_KINDS) each policy acts on: every name in
 POLICY_NAMES has an entry (a V1 combination acts where its parts do)."""
@@ -112,6 +122,13 @@ class Policy:
         """V1: how vLLM's waiting scan treats a refused request ("stop", vLLM's own, or
         "skip-and-continue")."""
         return "skip-and-continue" if "skip-and-continue" in self.parts else "stop"
+
+    @property
+    def seats(self) -> str:
+        """V1: what vLLM's waiting scan counts against max_num_seqs ("running", vLLM's own:
+        every request in its running list, or "per-iteration-count": under async scheduling
+        not those whose last token is already in flight, vLLM PR #45339)."""
+        return "per-iteration-count" if "per-iteration-count" in self.parts else "running"
 
 
 def require_engine_kind(policy: Policy, kind: str) -> None:
@@ -200,7 +217,8 @@ def parse_policy(text: str | Policy) -> Policy:
     if name not in ("off", "strict", "watermark", "reserve"):
         raise ConfigError(f"unknown policy {text!r}: use off, strict, watermark[:F] "
                           f"(e.g. watermark:0.5) or reserve on V0; off, full-isl, "
-                          f"whole-context, least-computed or skip-and-continue on V1")
+                          f"whole-context, least-computed, skip-and-continue or "
+                          f"per-iteration-count on V1")
     if name != "watermark":
         if sep:
             raise ConfigError(f"policy {name!r} takes no level; only watermark:F does")
@@ -229,11 +247,12 @@ def _parse_v1(text: str, lowered: str) -> Policy:
     admission = [p for p in parts if p in V1_ADMISSION]
     victim = [p for p in parts if p in V1_VICTIM]
     order = [p for p in parts if p in V1_ORDER]
-    if len(admission) > 1 or len(victim) > 1 or len(order) > 1:
+    seats = [p for p in parts if p in V1_SEATS]
+    if len(admission) > 1 or len(victim) > 1 or len(order) > 1 or len(seats) > 1:
         raise ConfigError(f"policy {text!r} names two rules of one kind: give one admission "
                           f"rule (full-isl or whole-context), at most least-computed and at "
                           f"most skip-and-continue")
-    return Policy("+".join((*admission, *victim, *order)))
+    return Policy("+".join((*admission, *victim, *order, *seats)))
 
 
 def next_policy(current: Policy, kind: str = "v0") -> Policy:

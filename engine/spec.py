@@ -73,7 +73,7 @@ class RunSpec(msgspec.Struct, kw_only=True):
 
     backend: Annotated[str, Setting("engine backend", choices=("sim", "gpu"))] = "sim"
     preset: Annotated[str, Setting("workload preset: seed-5578, seed-5578-fitted, demo (V0); v1-thrash, "
-                                   "v1-concurrent-prefill, v1-head-of-line, v1-prefix-offload "
+                                   "v1-concurrent-prefill, v1-head-of-line, v1-async-seats, v1-prefix-offload "
                                    "(V1)",
                                    metavar="NAME")] = "seed-5578"
     # None: opt-125m (sim: packaged config; gpu: facebook/opt-125m)
@@ -118,6 +118,10 @@ class RunSpec(msgspec.Struct, kw_only=True):
     long_prefill_token_threshold: Annotated[int, Setting(
         "V1: at most this many tokens of one prefill per step, so several prefills run at "
         "once (0: no limit)", lo=0, hi=10_000_000)] = 0
+    async_scheduling: Annotated[bool, Setting(
+        "V1 sim (0.33+): vLLM's async scheduling, its AsyncScheduler and the engine core's "
+        "batch queue of 2 (schedule step N+1 while step N runs; vLLM's --async-scheduling)",
+        flag="--async-scheduling")] = False
     # V1's CPU KV tier: vLLM's own OffloadingConnector (scheduler side, CPUOffloadingManager and
     # its eviction) with the sim executor as its worker (engine/adapters/v1/offload.py)
     kv_offloading_gib: Annotated[float, Setting(
@@ -207,7 +211,8 @@ class RunSpec(msgspec.Struct, kw_only=True):
     # observation
     policy: Annotated[str, Setting(
         "off | strict | watermark[:F] | reserve (V0); off | full-isl | whole-context | "
-        "least-computed | skip-and-continue, combined with + (V1)", metavar="POLICY",
+        "least-computed | skip-and-continue | per-iteration-count (with --async-scheduling), "
+        "combined with + (V1)", metavar="POLICY",
         check=_policy)] = "off"
     max_steps: Annotated[int | None, Setting(
         "stop after this many steps", lo=1, hi=MAX_STEP)] = None
@@ -270,6 +275,16 @@ class RunSpec(msgspec.Struct, kw_only=True):
             if self.prompt_len_max < self.prompt_len:
                 raise ConfigError(f"--prompt-len-max {self.prompt_len_max} is less than "
                                   f"--prompt-len {self.prompt_len}")
+        asked = [self.policy] + [policy for _, policy in self.toggles]
+        per_iteration = any(parse_policy(p).seats == "per-iteration-count" for p in asked)
+        if per_iteration and self.backend != "sim":
+            raise ConfigError("policy per-iteration-count runs on the sim backend only: it lets "
+                              "vLLM's running list outgrow max_num_seqs, and a real model "
+                              "runner's batch has max_num_seqs slots; use --backend sim")
+        if not self.async_scheduling and per_iteration:
+            raise ConfigError("policy per-iteration-count acts only under async scheduling "
+                              "(vLLM #45257): add --async-scheduling, or drop "
+                              "per-iteration-count")
         return self
 
 
@@ -350,6 +365,27 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_gpu_blocks": 1101,
         "scheduler_reserve_full_isl": True,
         "seed": 2,
+    },
+    # vLLM #45257 under async scheduling: a P/D prefill node's load, 96 requests at t=0 with
+    # max_tokens=1 and prompts of 128 to 512 tokens, max_num_seqs 4 and room for every one of
+    # them in the token budget and the KV cache. A request scheduled in step N is still in
+    # vLLM's running list at step N+1 (its token is in flight) and is passed by there, yet its
+    # seat counts: with `off` every other step schedules no one. `per-iteration-count` (PR
+    # #45339's rule) admits the next four instead.
+    "v1-async-seats": {
+        "model": "opt-125m",
+        "requests": 96,
+        "n": 1,
+        "prompt_len": 128,
+        "prompt_len_max": 512,
+        "max_tokens": 1,
+        "block_size": 16,
+        "num_gpu_blocks": 1024,
+        "max_num_batched_tokens": 4096,
+        "max_num_seqs": 4,
+        "enable_prefix_caching": False,
+        "async_scheduling": True,
+        "burst_size": 8,
     },
     # vLLM's CPU KV tier (its OffloadingConnector, --kv-offloading-size): 64 requests over 4
     # shared prefixes of 1,024 tokens (plus 64 tokens of their own), prefix caching on, and a

@@ -10,7 +10,7 @@ Each vLLM release makes its own: the seven seed-5578 files (two of them on the p
 the seed's GPU log) come from 0.5.0.post1, and each
 other supported release makes `seed-5578-off-vllmNNN` in a venv of its extra
 (`pip install -e '.[vllmNNN,test]'`). vLLM 0.33 (the V1 engine, `vllm033`) makes the three
-`v1-thrash-*` files and the two `v1-head-of-line-*` files. A file verifies only under the release that made it.
+`v1-thrash-*` files, the two `v1-head-of-line-*` files and the two `v1-async-seats-*` files. A file verifies only under the release that made it.
 
 A file is written under a temporary name and renamed over the old one only after `run`
 ended as expected (exit 0, or 3 for the runs that abort) and `verify` passed, so a failed
@@ -58,6 +58,11 @@ V1_EXAMPLES: dict[str, list[str]] = {
     "v1-head-of-line-off": ["--preset", "v1-head-of-line", "--policy", "off"],
     "v1-head-of-line-skip-and-continue": ["--preset", "v1-head-of-line", "--policy",
                                           "skip-and-continue"],
+    # #45257 under async scheduling (max_tokens=1 requests, max_num_seqs 4), and PR #45339's
+    # per-iteration count
+    "v1-async-seats-off": ["--preset", "v1-async-seats", "--policy", "off"],
+    "v1-async-seats-per-iteration-count": ["--preset", "v1-async-seats", "--policy",
+                                           "per-iteration-count"],
 }
 
 

@@ -53,6 +53,7 @@ SAMPLES: dict[str, tuple[str, str]] = {
     # V1 knobs: a V0 spec carries them too (they resolve the same everywhere)
     "enable_prefix_caching": ("true", "true"),
     "scheduler_reserve_full_isl": ("false", "false"),
+    "async_scheduling": ("true", "true"),
     "long_prefill_token_threshold": ("128", "128"),
     "kv_offloading_gib": ("0.5", "0.5"),
     "offload_eviction": ("arc", '"arc"'),

@@ -98,8 +98,10 @@ def test_a_full_house_of_seats_is_capacity_not_a_stall():
 def test_a_stall_says_what_its_head_request_waits_for_as_recorded():
     """The stall takes the reason its last step recorded (engine.analysis.reasons words it);
     a recording made before reasons were kept says nothing more than before."""
+    # the four seats' requests all scheduled (#45257's under-filling says how many were not)
     steps = [v1_step(i, gpu_used=200, waiting=3, new=[], resumed=[], head_reason="seats",
-                     head_need=4, head_limit=4) for i in range(MIN_STEPS)]
+                     head_need=4, head_limit=4, running=4,
+                     scheduled=[(str(k), 1) for k in range(4)]) for i in range(MIN_STEPS)]
     watch = StallWatch()
     for s in steps:
         watch.add(s)

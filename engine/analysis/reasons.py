@@ -36,6 +36,9 @@ def reason_text(s: Any) -> str:
     words = REASONS.get(reason, reason)
     need, limit = s.head_need or 0, s.head_limit or 0
     if reason == "seats":
+        scheduled = _scheduled(s)
+        if scheduled is not None and scheduled < need:  # #45257: seats held by finals
+            return f"{words} (max_num_seqs {limit:,} reached, {scheduled:,} scheduled)"
         return f"{words} (max_num_seqs {limit:,} reached)"
     if reason == "active_seats":
         return f"{words} (max_num_active_seqs {limit:,} reached)"
@@ -46,6 +49,16 @@ def reason_text(s: Any) -> str:
     if reason == "policy":
         return f"{words} ({s.policy})"
     return words
+
+
+def _scheduled(s: Any) -> int | None:
+    """Requests step record `s` scheduled (None for a record that does not list them). Under
+    async scheduling it can be fewer than the running requests holding seats: those whose
+    last token is in flight are passed by (vLLM #45257)."""
+    try:
+        return len(s.new) + len(s.resumed) + len(s.scheduled)
+    except (AttributeError, TypeError):
+        return None
 
 
 def counts_text(s: Any) -> str:

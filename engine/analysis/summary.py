@@ -27,6 +27,7 @@ from typing import Any, Iterable
 
 import msgspec
 
+from engine.analysis.seats import underfilled
 from engine.analysis.stall import StallWatch, seat_limit
 from engine.safe_text import safe
 from engine.traces import stats as trace_stats
@@ -107,6 +108,11 @@ class V1Summary(msgspec.Struct, kw_only=True):
     # what the head waiting request waited for at its last step, as vLLM's scan said
     # (engine.analysis.reasons); None when there was no stall or the recording has no reasons
     longest_stall_reason: str | None = None
+    # steps whose seats vLLM counted full while it scheduled fewer (vLLM #45257 under async
+    # scheduling: seats held by requests whose last token is in flight;
+    # engine.analysis.seats), and the longest run of them; 0 in a run without
+    underfilled_steps: int = 0
+    longest_underfilled_steps: int = 0
     time_axis: str = "sim"
     exec_seconds: float = 0.0
     # vLLM's CPU KV tier (its offloading connector); all 0 without one
@@ -186,6 +192,8 @@ class SummaryBuilder:
         self.finished_ids: set[str] = set()
         self.started: set[str] = set()
         self.stalls: StallWatch | None = None
+        self.seats = 0  # the header's max_num_seqs (0: not said): under-filled steps need it
+        self.underfilled = self.underfill_run = self.longest_underfill = 0
 
     def _add_v1(self, item: V1StepRecord) -> None:
         self.v1 = True
@@ -197,6 +205,12 @@ class SummaryBuilder:
         if self.stalls is None:
             self.stalls = StallWatch()
         self.stalls.add(item)
+        if self.seats and underfilled(item, self.seats):
+            self.underfilled += 1
+            self.underfill_run += 1
+            self.longest_underfill = max(self.longest_underfill, self.underfill_run)
+        else:
+            self.underfill_run = 0
         self.peak_gpu = max(self.peak_gpu, item.gpu_pct)
         self.peak_running = max(self.peak_running, item.running)
         self.peak_waiting = max(self.peak_waiting, item.waiting)
@@ -264,6 +278,7 @@ class SummaryBuilder:
             self.v1 = self.v1 or item.engine == "v1"
             if self.v1 and self.stalls is None:
                 self.stalls = StallWatch(seat_limit(item))
+            self.seats = seat_limit(item) or 0
         elif isinstance(item, (LogWindow, LogEvent)):
             self._add_log(item)
         elif isinstance(item, LogLine):
@@ -364,6 +379,8 @@ class SummaryBuilder:
             longest_stall_kv_free_pct=round(longest.free_pct, 1) if longest is not None
             else None,
             longest_stall_reason=(longest.reason or None) if longest is not None else None,
+            underfilled_steps=self.underfilled,
+            longest_underfilled_steps=self.longest_underfill,
             time_axis=self.time_axis,
             exec_seconds=round(self.exec_s, 6),
             cpu_tier_chunks=self.tier_chunks,

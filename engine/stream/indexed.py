@@ -301,7 +301,8 @@ _AT_LEAST = ("steps", "finished_requests", "peak_gpu_kv_pct", "peak_cpu_kv_pct",
              "peak_waiting",
              "admission_withheld_steps", "peak_cpu_tier_chunks", "cpu_tier_loads",
              "cpu_tier_load_bytes", "cpu_tier_stores", "cpu_tier_store_bytes",
-             "cpu_tier_evictions", "cpu_tier_hit_tokens", "cpu_tier_wait_seconds")
+             "cpu_tier_evictions", "cpu_tier_hit_tokens", "cpu_tier_wait_seconds",
+             "underfilled_steps")
 
 
 def vouch(indexed: IndexedFile) -> str | None:

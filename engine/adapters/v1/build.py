@@ -51,6 +51,10 @@ def _check_spec(spec: RunSpec) -> None:
     if spec.eos_prob > 0:
         raise ConfigError("--eos-prob is V0's: a V1 sim request ends at its own max_tokens "
                           "(--min-tokens and --max-tokens draw it)")
+    if spec.async_scheduling and not fam.HAS_ASYNC_SIM:
+        raise ConfigError("--async-scheduling runs on the sim from vLLM 0.33 (its batch queue's "
+                          "execute_model/sample_tokens split): use the vllm033 or vllm034 "
+                          "extra, or drop --async-scheduling")
     if spec.tokenizer:
         raise ConfigError("--tokenizer is not supported on the V1 line: prompts are token ids "
                           "(--prompt-len)")
@@ -71,6 +75,9 @@ def engine_args(spec: RunSpec) -> Any:
         enable_prefix_caching=spec.enable_prefix_caching,
         long_prefill_token_threshold=spec.long_prefill_token_threshold,
         disable_log_stats=False,
+        # explicit either way: the sim executor supports it, and vLLM's default (None) would
+        # turn it on before the CPU platform turns it off again
+        async_scheduling=spec.async_scheduling,
         **fam.engine_kwargs(spec),
         **tier.engine_kwargs(spec),
     )

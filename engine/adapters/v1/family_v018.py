@@ -45,6 +45,8 @@ from engine.adapters.v1.family_v033 import (  # noqa: F401  identical on 0.18
 from engine.adapters.v1 import family_v029, family_v033
 from engine.adapters.v1.family_v029 import (  # noqa: F401  (0.18's scan has no skip path either)
     HAS_SCAN_SKIP, install_scan_skip, remove_scan_skip)
+from engine.adapters.v1.family_v029 import (  # noqa: F401  (no async sim on 0.18 either)
+    HAS_ASYNC_SIM, finals_in_flight, is_async, runs_sim, set_seats, widen_seats)
 from engine.spec import RunSpec
 
 TIER = "tier_v018"  # the CPU tier is refused on 0.18 (tier_v018.py says why)

@@ -70,10 +70,46 @@ def install_sim_platform() -> None:
     """Nothing: 0.33 picks its CPU platform from VLLM_TARGET_DEVICE=cpu (SIM_ENV)."""
 
 
+HAS_ASYNC_SIM = True
+"""The sim runs vLLM's async scheduling (`--async-scheduling`): the engine core's
+`step_with_batch_queue` calls `execute_model(non_block=True)` then `sample_tokens(grammar,
+non_block=True)`, which the sim executor answers (engine.adapters.v1.sim_executor)."""
+
+
 def construct(args: Any) -> Any:
     from vllm.v1.engine.llm_engine import LLMEngine
 
-    return LLMEngine.from_engine_args(args)
+    if not getattr(args, "async_scheduling", False):
+        return LLMEngine.from_engine_args(args)
+    with _platform_keeps_async_scheduling():
+        return LLMEngine.from_engine_args(args)
+
+
+class _platform_keeps_async_scheduling:
+    """While vLLM builds its config: its platform's `check_and_update_config` as it is, but
+    async scheduling left on when the run asked for it. vLLM's CPU platform (and the sim's,
+    from 0.34) turn it off because a CPU model runner does not need the overlap; the sim runs
+    no model runner, and the run asked for vLLM's AsyncScheduler and batch queue. vLLM's own
+    check of the executor (`supports_async_scheduling`) and the rest of the platform's
+    configuration still run. Wrapped on the platform instance (as the hooks wrap the
+    scheduler's), and taken off again once the engine is built."""
+
+    def __enter__(self) -> None:
+        from vllm.platforms import current_platform
+
+        original = current_platform.check_and_update_config
+
+        def check_and_update_config(vllm_config: Any) -> None:
+            asked = vllm_config.scheduler_config.async_scheduling
+            original(vllm_config)
+            if asked:
+                vllm_config.scheduler_config.async_scheduling = True
+
+        self.platform = current_platform
+        vars(current_platform)["check_and_update_config"] = check_and_update_config
+
+    def __exit__(self, *exc: Any) -> None:
+        vars(self.platform).pop("check_and_update_config", None)
 
 
 def engine_core_of(engine: Any) -> Any:
@@ -188,6 +224,47 @@ def install_scan_skip(scheduler: Any, skip: Callable[[Any], bool]) -> None:
 
 def remove_scan_skip(scheduler: Any) -> None:
     vars(scheduler).pop("_handle_blocked_waiting_request", None)
+
+
+# ---- per-iteration-count (vLLM #45257, PR #45339's rule) ------------------------------------
+def is_async(scheduler: Any) -> bool:
+    """The scheduler runs vLLM's async scheduling (its AsyncScheduler, output placeholders)."""
+    return bool(scheduler.scheduler_config.async_scheduling)
+
+
+def runs_sim(scheduler: Any) -> bool:
+    """The engine's executor is the sim's (it computes nothing, so it holds no batch of
+    `max_num_seqs` slots that more running requests could overflow)."""
+    from engine.adapters.v1.sim_executor import DOTTED_PATH
+
+    return scheduler.parallel_config.distributed_executor_backend == DOTTED_PATH
+
+
+def finals_in_flight(scheduler: Any) -> int:
+    """Running requests vLLM's running loop will pass by this step because the step in flight
+    already reaches their max_tokens: 0.33's own condition (its `num_output_placeholders`
+    check, word for word), read before `schedule()` runs. Each still counts against
+    `max_num_seqs` in the waiting loop (#45257). Always 0 without async scheduling."""
+    count = 0
+    for request in scheduler.running:
+        placeholders = request.num_output_placeholders
+        if (placeholders > 0 and request.num_computed_tokens + 2 - placeholders
+                >= request.num_prompt_tokens + request.max_tokens):
+            count += 1
+    return count
+
+
+def widen_seats(scheduler: Any, extra: int) -> tuple[int, int]:
+    """Raise the seat limits vLLM's scan and its final check read (`max_num_active_reqs`,
+    `max_num_running_reqs`) by `extra`; return them as they were, for `set_seats`."""
+    saved = (scheduler.max_num_running_reqs, scheduler.max_num_active_reqs)
+    scheduler.max_num_running_reqs = saved[0] + extra
+    scheduler.max_num_active_reqs = saved[1] + extra
+    return saved
+
+
+def set_seats(scheduler: Any, saved: tuple[int, int]) -> None:
+    scheduler.max_num_running_reqs, scheduler.max_num_active_reqs = saved
 
 
 _ALLOCATE_PARAMS = ("num_new_computed_tokens", "new_computed_blocks", "num_lookahead_tokens",

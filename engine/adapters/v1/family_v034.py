@@ -51,8 +51,10 @@ from engine.adapters.v1.family_v033 import (  # noqa: F401  (the names 0.34 kept
     token_budget, total_blocks, total_scheduled_tokens, vllm_config_of)
 from engine.adapters.v1.family_v033 import (  # noqa: F401  (0.34's scan skips as 0.33's)
     HAS_SCAN_SKIP, install_scan_skip, remove_scan_skip)
+from engine.adapters.v1.family_v033 import (  # noqa: F401  (0.34's async skip is 0.33's)
+    finals_in_flight, is_async, runs_sim, set_seats, widen_seats)
 from engine.adapters.v1.family_v033 import (  # noqa: F401  (0.34 has vLLM's full-ISL option)
-    NATIVE_FULL_ISL, PLATFORM_FROM_ENV, compile_result, configure, full_isl_fits,
+    HAS_ASYNC_SIM, NATIVE_FULL_ISL, PLATFORM_FROM_ENV, compile_result, configure, full_isl_fits,
     full_isl_setting, install_sim_platform)
 
 TIER = "tier_v033"  # the offloading connector's names are 0.33's

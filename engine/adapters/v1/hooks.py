@@ -36,6 +36,11 @@ What each reads or wraps of vLLM's private API is in the release family's module
   while the free blocks stay short of that need, so the requests behind it are tried. Once
   the blocks are there it is tried again, first, and vLLM decides. Releases without that path
   (0.18, 0.29) refuse the policy in one line.
+- `schedule` itself, only under `per-iteration-count` (vLLM PR #45339's rule, for #45257):
+  under async scheduling vLLM's waiting scan counts every running request against
+  `max_num_seqs`, also those its running loop passes by because the step in flight samples
+  their last token. While vLLM's `schedule()` runs, its seat limits are raised by the number
+  of those requests (`fam.finals_in_flight`, vLLM's own condition) and put back as it returns.
 
 Why the waiting wait (issue #28): as `schedule()` returns, the hook reads the first reason
 vLLM's scan turned the head waiting request down, in the order the scan checks them (see
@@ -56,13 +61,14 @@ import msgspec
 from engine.adapters.driver import HookError  # the Session catches it: our bug, not vLLM's
 from engine.adapters.hook_base import OwnCode, PolicySwitch
 from engine.adapters.v1.current import fam
-from engine.adapters.policy_support import require_scan_skip
+from engine.adapters.policy_support import require_async_sim, require_scan_skip
 from engine.policy import Policy, parse_policy
 
 
 _OWN_PREEMPT = OwnCode("hook _preempt_request")
 _OWN_ALLOCATE = OwnCode("hook allocate_slots")
 _OWN_SKIP = OwnCode("hook _handle_blocked_waiting_request")
+_OWN_SEATS = OwnCode("hook schedule (per-iteration-count)")
 
 
 class V1Capture(msgspec.Struct):
@@ -124,6 +130,7 @@ class V1SchedulerHook(PolicySwitch):
         is refused here, in the asker's thread, never inside vLLM's step."""
         policy = parse_policy(policy)
         require_scan_skip(policy)
+        require_async_sim(policy)
         super().set_policy(policy, source)
 
     # ----------------------------------------------------------------- policy control
@@ -146,6 +153,7 @@ class V1SchedulerHook(PolicySwitch):
         if not skip:
             self.skipping.clear()
         self._scan_skip = skip
+        self._sync_seats(policy)
 
     def _observe_admissions(self, force: bool = False) -> None:
         """The `allocate_slots` wrapper on vLLM's KV manager while a rule needs it or requests
@@ -371,6 +379,38 @@ class V1SchedulerHook(PolicySwitch):
             del skipping[rid]
             return False
 
+    # ----------------------------------------------------------------- the seats
+    def _sync_seats(self, policy: Policy) -> None:
+        """per-iteration-count: vLLM's `schedule` is called through `_schedule_per_iteration`
+        while the policy is in force (the hook's `_schedule` calls whatever
+        `_schedule_original` is, after it applied a pending switch: the rule acts from the
+        step the switch lands on)."""
+        original = self._originals.get("schedule")
+        if original is None:  # before _install: attach calls sync_policy again after it
+            return
+        # never on an engine with a real model runner (attach refuses it there; a live switch
+        # to it leaves vLLM's count as it is): its batch holds max_num_seqs requests
+        per_iteration = (policy.seats == "per-iteration-count" and fam.HAS_ASYNC_SIM
+                         and fam.runs_sim(self.scheduler))
+        self._schedule_original = (self._schedule_per_iteration if per_iteration
+                                   else original)
+
+    def _schedule_per_iteration(self, *args, **kwargs):  # noqa: ANN002, ANN003
+        """vLLM PR #45339's rule for #45257, through vLLM's own scan: while `schedule()` runs,
+        its seat limits are raised by the running requests it will pass by because the step
+        in flight samples their last token, so its waiting loop counts the sequences this
+        iteration schedules; put back as it returns (or raises)."""
+        scheduler = self.scheduler
+        with _OWN_SEATS:
+            extra = fam.finals_in_flight(scheduler)
+            saved = fam.widen_seats(scheduler, extra) if extra else None
+        try:
+            return self._originals["schedule"](*args, **kwargs)
+        finally:
+            if saved is not None:
+                with _OWN_SEATS:
+                    fam.set_seats(scheduler, saved)
+
     # ----------------------------------------------------------------- the victim
     def _put_victim_last(self, current: Any) -> None:
         """Move the least-computed request among `current` and those after it in the running
@@ -394,6 +434,10 @@ def attach(scheduler: Any, policy: str | Policy = "off") -> V1SchedulerHook:
     """Instrument `scheduler` in place and return the handle that controls the policy."""
     policy = parse_policy(policy)
     require_scan_skip(policy)
+    if fam.HAS_ASYNC_SIM:
+        require_async_sim(policy, fam.is_async(scheduler), fam.runs_sim(scheduler))
+    else:
+        require_async_sim(policy)
     hook = V1SchedulerHook(scheduler, policy)
     hook._install()
     hook.sync_policy()

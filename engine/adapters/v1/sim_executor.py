@@ -13,6 +13,12 @@ KVCacheManager run unchanged around it:
   prefill chunk. The sampled token is a constant: the requests stop at their own max_tokens
   (they ignore EOS), so the run is the same whatever the "model" would have said.
 
+Under vLLM's async scheduling (`--async-scheduling`: its AsyncScheduler, and the engine core's
+batch queue of two steps) `execute_model` answers None and `sample_tokens` the output, as vLLM's
+GPU worker does. The scheduler then lists a request again before the output of its previous
+step is back: its output count in CachedRequestData includes that step's placeholder, so the
+same rule samples exactly the tokens vLLM's model runner would.
+
 It keeps each request's prompt length and output count from its admission (NewRequestData:
 how a release sends a resumed request is the family's `new_request_lengths`), its output count
 from the scheduler's CachedRequestData after that, and forgets a request when the scheduler
@@ -52,6 +58,7 @@ class SimExecutor(Executor):
         # from a dotted path, without arguments: the driver sets the worker's bandwidth and
         # clock (engine.adapters.v1.tier) before the first step.
         self.offload = None
+        self._sampled: Any = None  # async scheduling: the output sample_tokens hands over
 
     # ---- start-up RPCs -------------------------------------------------------------------
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None,  # noqa: ANN001
@@ -119,14 +126,33 @@ class SimExecutor(Executor):
     def shutdown(self) -> None:
         return None
 
+    @classmethod
+    def supports_async_scheduling(cls) -> bool:
+        """vLLM asks before it turns async scheduling on (`--async-scheduling`). The sim
+        answers a step whole at `execute_model`, so its outputs are ready in any order vLLM's
+        batch queue asks for them; off unless asked (engine.adapters.v1.build passes vLLM an
+        explicit value, and the CPU platforms turn vLLM's default off)."""
+        return True
+
     # ---- the step ------------------------------------------------------------------------
     def execute_model(self, scheduler_output, non_block: bool = False):  # noqa: ANN001
+        """The step's output, or, under async scheduling, None for a step that scheduled
+        tokens, as vLLM's GPU worker answers: its engine core then asks `sample_tokens`
+        for the output (`step_with_batch_queue`, without blocking), and takes a step that
+        scheduled nothing from here. Without async scheduling the output comes back here,
+        as the sim always answered."""
         output = self.sample(scheduler_output)
-        if not non_block:
-            return output
-        future: Future = Future()
-        future.set_result(output)
-        return future
+        if (self.vllm_config.scheduler_config.async_scheduling
+                and scheduler_output.total_num_scheduled_tokens > 0):
+            self._sampled = output
+            output = None
+        return _done(output) if non_block else output
+
+    def sample_tokens(self, grammar_output, non_block: bool = False):  # noqa: ANN001
+        """The output `execute_model` held back (the sim samples no grammar: the workload has
+        none)."""
+        output, self._sampled = self._sampled, None
+        return _done(output) if non_block else output
 
     def sample(self, so: Any) -> Any:
         """The step's ModelRunnerOutput (the family builds it)."""
@@ -158,3 +184,10 @@ class SimExecutor(Executor):
             return []  # a partial prefill chunk: nothing to sample yet
         self._outputs[rid] += 1
         return [SAMPLED_TOKEN_ID]
+
+
+def _done(value: Any) -> Future:
+    """A finished Future holding `value` (the sim computes each step at once)."""
+    future: Future = Future()
+    future.set_result(value)
+    return future
