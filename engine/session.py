@@ -509,7 +509,8 @@ class Session:
             return False, (f"policy {policy} acts on the {', '.join(policy.engine_kinds)} engine, "
                            f"not on this {self.header.engine} engine")
         try:
-            require_policy(policy, self.header.engine)
+            require_policy(policy, self.header.engine, self.spec.async_scheduling,
+                           self.spec.backend == "sim")
         except ConfigError as exc:
             return False, str(exc)
         if not self._change_policy(step, policy, source):

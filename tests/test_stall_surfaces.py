@@ -334,3 +334,16 @@ def test_exec_of_a_program_that_gives_up_on_a_stalled_engine_ends_unfinished(tmp
     assert summary.end_reason == "unfinished"
     assert (summary.unfinished_requests, summary.never_started_requests) == (3, 2)
     assert summary.longest_stall_steps == len(recording.steps) - summary.longest_stall_since
+
+
+def test_compare_counts_the_under_filled_steps_of_45257():
+    """The shipped #45257 pair: `off` under-fills (seats counted full, fewer scheduled) as its
+    summary counts it, the fix never does, and compare prints the row."""
+    off_path = ROOT / "recordings" / "v1-async-seats-off.jsonl.zst"
+    fix_path = ROOT / "recordings" / "v1-async-seats-per-iteration-count.jsonl.zst"
+    off, fix = run_metrics(load(off_path)), run_metrics(load(fix_path))
+    assert off.underfilled_steps == summarize(load(off_path).all_items()).underfilled_steps > 0
+    assert fix.underfilled_steps == 0
+    (row,) = [line for line in format_table([off, fix]).splitlines()
+              if line.startswith("under-filled steps")]
+    assert row.split()[-2:] == [f"{off.underfilled_steps:,}", "0"]

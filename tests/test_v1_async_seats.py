@@ -149,3 +149,26 @@ def test_a_release_without_the_async_sim_refuses_it_in_one_line():
         session.prepare()
     assert "\n" not in str(caught.value)
     assert session.driver is None  # refused before the engine was built
+
+
+@needs_async
+def test_asked_live_on_a_synchronous_engine_it_is_refused_and_nothing_changes():
+    """A client's switch (the session's command) and engine.attach's (the hook's set_policy)
+    are refused in one line on an engine without async scheduling, before anything changes:
+    a recording never names a policy that cannot act."""
+    items: list = []
+    replies: list[tuple[bool, str]] = []
+    session = Session(preset_spec(PRESET, async_scheduling=False, max_steps=5).validated())
+    session.subscribe(items.append)
+    session.prepare()
+    with pytest.raises(ConfigError, match="acts only under async scheduling") as caught:
+        session.driver.hook.set_policy("per-iteration-count")
+    assert "\n" not in str(caught.value)
+    session.set_policy("per-iteration-count",
+                       done=lambda ok, text, step: replies.append((ok, text)))
+    session.run()
+    assert replies and replies[0][0] is False, replies
+    assert "acts only under async scheduling" in replies[0][1]
+    assert not [i for i in items if type(i) is PolicyChanged]
+    assert str(session.driver.hook.policy) == "off"
+    assert next(i for i in items if type(i) is RunFinished).reason == "max_steps"

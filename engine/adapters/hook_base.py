@@ -52,6 +52,11 @@ class PolicySwitch:
         step's start)."""
         return self._pending is not None
 
+    def require(self, policy: Policy) -> None:
+        """Raise ConfigError (one line) if `policy` cannot act on the engine this hook
+        watches; asked before a switch, in the asker's thread. Every rule of the engine's kind
+        can, unless a hook says otherwise."""
+
     def set_policy(self, policy: str | Policy, source: str = "api") -> None:
         """Ask for `policy` from the next step on. Safe from any thread."""
         with self._lock:

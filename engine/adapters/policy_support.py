@@ -8,14 +8,16 @@ from engine.errors import ConfigError
 from engine.policy import Policy, require_engine_kind
 
 
-def require_policy(policy: Policy, kind: str) -> None:
+def require_policy(policy: Policy, kind: str, async_scheduling: bool | None = None,
+                   sim: bool | None = None) -> None:
     """Raise ConfigError (one line) if `policy` cannot act on the installed vLLM, whose engine
     is of `kind`: a rule of the other engine kind, or a V1 rule this release's scheduler has
-    no way in for (`skip-and-continue` before 0.33)."""
+    no way in for (`skip-and-continue` before 0.33); where the caller knows the engine (a
+    Session, from its spec), `per-iteration-count` without async scheduling or off the sim."""
     require_engine_kind(policy, kind)
     if kind == "v1":
         require_scan_skip(policy)
-        require_async_sim(policy)
+        require_async_sim(policy, async_scheduling, sim)
 
 
 def require_scan_skip(policy: Policy) -> None:

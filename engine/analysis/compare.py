@@ -54,6 +54,7 @@ class V1RunMetrics(RunMetrics, kw_only=True):
     longest_stall_steps: int = 0  # the longest admission stall (engine.analysis.stall); 0: none
     longest_stall_since: int | None = None  # the step it began
     longest_stall_reason: str | None = None  # what the head request waited for, as recorded
+    underfilled_steps: int = 0  # seats counted full, fewer scheduled (engine.analysis.seats)
     unfinished_requests: int = 0  # arrived and never finished
 
 
@@ -87,6 +88,7 @@ def run_metrics(recording: Recording) -> RunMetrics:
                   longest_stall_steps=summary.longest_stall_steps,
                   longest_stall_since=summary.longest_stall_since,
                   longest_stall_reason=summary.longest_stall_reason,
+                  underfilled_steps=summary.underfilled_steps,
                   unfinished_requests=summary.unfinished_requests)
     return (V1RunMetrics if v1 else RunMetrics)(
         **v1,
@@ -136,6 +138,7 @@ _V1_ROWS: tuple[tuple[str, str], ...] = (
     ("longest stall (steps)", "longest_stall_steps"),
     ("stalled since step", "longest_stall_since"),
     ("stall waits for", "longest_stall_reason"),
+    ("under-filled steps", "underfilled_steps"),
     ("unfinished requests", "unfinished_requests"),
 )
 

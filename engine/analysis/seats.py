@@ -53,3 +53,25 @@ def underfill(steps: Sequence[Any], max_seqs: int) -> Underfill:
         else:
             run = 0
     return Underfill(total, longest, since)
+
+
+RECENT_STEPS = 20
+"""The window the live status judges under-filling over: #45257 under-fills every other step,
+so one step alone would flicker the warning on and off."""
+
+
+def recent_underfill(steps: Sequence[Any], end: int, max_seqs: int | None,
+                     window: int = RECENT_STEPS) -> tuple[int, int, Any] | None:
+    """Under-filled steps among the `window` steps up to `steps[end]` (the status line's
+    view): (how many, of how many, the latest under-filled record), or None when none was
+    or the run's `max_num_seqs` is unknown."""
+    if not max_seqs or end < 0 or not steps:
+        return None
+    end = min(end, len(steps) - 1)
+    start = max(0, end - window + 1)
+    count, latest = 0, None
+    for s in steps[start:end + 1]:
+        if underfilled(s, max_seqs):
+            count += 1
+            latest = s
+    return (count, end - start + 1, latest) if count else None

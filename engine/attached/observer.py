@@ -162,6 +162,7 @@ class Observer:
                     raise ConfigError("policy needs a policy name")
                 policy = parse_policy(command.policy)
                 require_policy(policy, self.tap.kind)
+                self.tap.hook.require(policy)  # what this engine can do (async, sim)
             except ConfigError as exc:
                 return ack(False, str(exc))
             with self._lock:

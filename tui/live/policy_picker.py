@@ -21,7 +21,8 @@ V1_OPTIONS = (("off", "vLLM as configured (v1-thrash: #25538)"),
               ("whole-context", "whole context + prefills in flight fit"),
               ("least-computed", "preempt the least computed (PR #53723)"),
               ("whole-context+least-computed", "both"),
-              ("skip-and-continue", "pass a refused request by (PR #35852)"))
+              ("skip-and-continue", "pass a refused request by (PR #35852)"),
+              ("per-iteration-count", "seats per step, async (PR #45339)"))
 """The V1 engine's policies (no swap space, no watermark level)."""
 assert {name for name, _ in V1_OPTIONS} >= set(V1_CYCLE)
 

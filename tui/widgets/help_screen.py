@@ -53,6 +53,10 @@ V1_POLICIES = [
     ("skip-and-continue", "vLLM's scan passes by a request it refused blocks while they stay "
                           "short, and admits the lighter ones behind it (PR #35852, #31731's "
                           "head-of-line blocking; vLLM 0.33+); combines (+)"),
+    ("per-iteration-count", "under async scheduling (--async-scheduling, the sim, vLLM 0.33+) "
+                            "vLLM's scan counts against max_num_seqs only the requests this "
+                            "step schedules, not those whose last token is in flight (PR "
+                            "#45339, #45257); combines (+)"),
 ]
 V1_TABLE = [
     ("7×5", "preempted: request 7, its 5th preemption (3 or more stands out: the thrash)"),

@@ -20,6 +20,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from engine.analysis.runway import Runway
+from engine.analysis.reasons import reason_text
+from engine.analysis.seats import recent_underfill
 from engine.analysis.stall import Stall, admission_stall, seat_limit, stall_text
 from engine.run_state import RunState
 from engine.safe_text import safe
@@ -32,7 +34,8 @@ POLICY_ROLES = {"off": "policy-off", "strict": "policy-strict", "watermark": "po
                 "reserve": "policy-reserve",
                 # V1's: its admission rules as V0's guarantees look, the victim choice apart
                 "whole-context": "policy-strict", "full-isl": "policy-reserve",
-                "least-computed": "policy-watermark", "skip-and-continue": "policy-strict"}
+                "least-computed": "policy-watermark", "skip-and-continue": "policy-strict",
+                "per-iteration-count": "policy-reserve"}
 STATE_ROLES = {"running": "running", "paused": "paused", "stopping": "paused",
                "aborted": "aborted", "failed": "aborted", "disconnected": "aborted",
                "finished": "over", "stopped": "over", "replay": "over", "starting": "starting"}
@@ -93,10 +96,10 @@ def policy_role(policy: str) -> str:
 def short_policy(policy: str) -> str:
     """"watermark:0.5" is "wm:0.5" where every column counts (V1's: "whole-context+least-computed"
     is "whole+least", "full-isl+least-computed" "isl+least": each fits the decisions table's
-    policy column at 80 columns; "skip-and-continue" is "skip")."""
+    policy column at 80 columns; "skip-and-continue" is "skip", "per-iteration-count" "per-iter")."""
     return (policy.replace("watermark", "wm").replace("full-isl+", "isl+")
             .replace("whole-context", "whole").replace("least-computed", "least")
-            .replace("skip-and-continue", "skip"))
+            .replace("skip-and-continue", "skip").replace("per-iteration-count", "per-iter"))
 
 
 def human_bytes(n: int, compact: bool = False) -> str:
@@ -431,6 +434,19 @@ def human_count(n: int) -> str:
     return str(n)
 
 
+def underfill_text(view: RunView) -> list[tuple[str, str]] | None:
+    """#45257 as it happens (engine.analysis.seats): steps of the last few that scheduled
+    fewer than max_num_seqs while vLLM counted every seat taken, with the reason's words."""
+    recent = recent_underfill(view.steps, view.current_step - view.first_step,
+                              seat_limit(view.header))
+    if recent is None:
+        return None
+    count, window, latest = recent
+    return [(f"⚠ under-filled {count} of the last {window} steps: waits for "
+             f"{reason_text(latest)}", "warn"),
+            (f"⚠ under-filled {count}/{window} steps", "warn")]
+
+
 def second_line(view: RunView, status: Status, runway: Runway | None, width: int,
                 roles: Roles = unstyled) -> Text:
     """Everything else, most important first to be kept: pieces that do not fit are left out."""
@@ -453,6 +469,9 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
                                          (stall_text(stall, compact=True), "warn"),
                                          (stall_text(stall, compact=True, reason=False),
                                           "warn")]))
+            underfill = underfill_text(view)
+            if underfill is not None:
+                pieces.append((0, 0.3, underfill))
             pieces.append((2.5, 2.5, v1_totals_text(s)))
     if status.hint:
         pieces.append((1, 1, [(status.hint, "hint")]))

@@ -129,9 +129,11 @@ class V1SchedulerHook(PolicySwitch):
         """Ask for `policy` from the next step on (any thread); one this release cannot apply
         is refused here, in the asker's thread, never inside vLLM's step."""
         policy = parse_policy(policy)
-        require_scan_skip(policy)
-        require_async_sim(policy)
+        self.require(policy)
         super().set_policy(policy, source)
+
+    def require(self, policy: Policy) -> None:
+        require_on(self.scheduler, policy)
 
     # ----------------------------------------------------------------- policy control
     def sync_policy(self) -> None:
@@ -430,14 +432,22 @@ class V1SchedulerHook(PolicySwitch):
             running.append(running.pop(best))
 
 
-def attach(scheduler: Any, policy: str | Policy = "off") -> V1SchedulerHook:
-    """Instrument `scheduler` in place and return the handle that controls the policy."""
-    policy = parse_policy(policy)
+def require_on(scheduler: Any, policy: Policy) -> None:
+    """Raise ConfigError (one line) if `policy` cannot act on this scheduler's engine: a rule
+    this release has no way in for, or `per-iteration-count` on an engine without async
+    scheduling or with a real model runner. Asked before anything changes (attach, and every
+    live switch in the asker's thread), so a refusal never reaches vLLM's step."""
     require_scan_skip(policy)
     if fam.HAS_ASYNC_SIM:
         require_async_sim(policy, fam.is_async(scheduler), fam.runs_sim(scheduler))
     else:
         require_async_sim(policy)
+
+
+def attach(scheduler: Any, policy: str | Policy = "off") -> V1SchedulerHook:
+    """Instrument `scheduler` in place and return the handle that controls the policy."""
+    policy = parse_policy(policy)
+    require_on(scheduler, policy)
     hook = V1SchedulerHook(scheduler, policy)
     hook._install()
     hook.sync_policy()
