@@ -151,6 +151,25 @@ class PrefillGate:
     cpu_usage: float  # CPU KV-cache usage in [0, 1], swap-outs of this step included
 
 
+def require_seats_engine(policy: Policy, async_scheduling: bool | None,
+                         sim: bool | None) -> None:
+    """Raise ConfigError if `per-iteration-count` is asked of an engine without async
+    scheduling (nothing is ever in flight there: vLLM's own count is already the
+    iteration's) or, when `sim` says so, of one with a real model runner (whose batch of
+    max_num_seqs slots the rule could overflow). Needs no vLLM: a spec is checked with it
+    before anything is built."""
+    if policy.seats != "per-iteration-count":
+        return
+    if sim is False:
+        raise ConfigError(f"policy {policy} runs on the sim backend only: it lets vLLM's "
+                          f"running list outgrow max_num_seqs, and a real model runner's "
+                          f"batch has max_num_seqs slots: use --backend sim, or drop "
+                          f"per-iteration-count")
+    if async_scheduling is False:
+        raise ConfigError(f"policy {policy} acts only under async scheduling (vLLM #45257): "
+                          f"add --async-scheduling, or drop per-iteration-count")
+
+
 def withholds_prefills(policy: Policy, gate: PrefillGate) -> bool:
     """True if `policy` forbids new prefills in this step."""
     if policy.name == "strict":

@@ -19,7 +19,7 @@ from engine.costmodel import CostModel
 from engine.errors import ConfigError
 from engine.options import MAX_BLOCKS, Setting, check_block_memory, check_struct, from_mapping
 from engine.output_lengths import OutputLengths
-from engine.policy import parse_policy
+from engine.policy import parse_policy, require_seats_engine
 
 # OPT-125m's max_position_embeddings; a prompt must leave room for at least one output token.
 DEFAULT_SIM_MODEL = "opt-125m"
@@ -275,16 +275,9 @@ class RunSpec(msgspec.Struct, kw_only=True):
             if self.prompt_len_max < self.prompt_len:
                 raise ConfigError(f"--prompt-len-max {self.prompt_len_max} is less than "
                                   f"--prompt-len {self.prompt_len}")
-        asked = [self.policy] + [policy for _, policy in self.toggles]
-        per_iteration = any(parse_policy(p).seats == "per-iteration-count" for p in asked)
-        if per_iteration and self.backend != "sim":
-            raise ConfigError("policy per-iteration-count runs on the sim backend only: it lets "
-                              "vLLM's running list outgrow max_num_seqs, and a real model "
-                              "runner's batch has max_num_seqs slots; use --backend sim")
-        if not self.async_scheduling and per_iteration:
-            raise ConfigError("policy per-iteration-count acts only under async scheduling "
-                              "(vLLM #45257): add --async-scheduling, or drop "
-                              "per-iteration-count")
+        for asked in [self.policy] + [policy for _, policy in self.toggles]:
+            require_seats_engine(parse_policy(asked), self.async_scheduling,
+                                 self.backend == "sim")
         return self
 
 

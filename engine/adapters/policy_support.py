@@ -5,7 +5,7 @@ line, a client, `engine.attach`), and the engine keeps the policy it has."""
 from __future__ import annotations
 
 from engine.errors import ConfigError
-from engine.policy import Policy, require_engine_kind
+from engine.policy import Policy, require_engine_kind, require_seats_engine
 
 
 def require_policy(policy: Policy, kind: str, async_scheduling: bool | None = None,
@@ -37,9 +37,7 @@ def require_async_sim(policy: Policy, async_scheduling: bool | None = None,
                       sim: bool | None = None) -> None:
     """Raise ConfigError if `policy` counts seats per iteration (`per-iteration-count`, vLLM
     #45257) where it cannot act: a release whose sim runs no async scheduling (before 0.33),
-    or, when `async_scheduling` says so, an engine without it (nothing is ever in flight
-    there: vLLM's own count is already the iteration's), or, when `sim` says so, an engine
-    with a real model runner (whose batch of max_num_seqs slots the rule could overflow)."""
+    or an engine that cannot take it (`require_seats_engine`)."""
     if policy.seats != "per-iteration-count":
         return
     from engine.adapters.v1.current import fam  # imports vLLM: only once a V1 rule asks
@@ -48,10 +46,4 @@ def require_async_sim(policy: Policy, async_scheduling: bool | None = None,
         raise ConfigError(f"policy {policy} acts under async scheduling, which the sim runs "
                           f"from vLLM 0.33: run it on 0.33.0 or 0.34.0, or drop "
                           f"per-iteration-count")
-    if sim is False:
-        raise ConfigError(f"policy {policy} runs on the sim backend only: it lets vLLM's "
-                          f"running list outgrow max_num_seqs, and a real model runner's "
-                          f"batch has max_num_seqs slots; drop per-iteration-count")
-    if async_scheduling is False:
-        raise ConfigError(f"policy {policy} acts only under async scheduling (vLLM #45257): "
-                          f"add --async-scheduling, or drop per-iteration-count")
+    require_seats_engine(policy, async_scheduling, sim)
