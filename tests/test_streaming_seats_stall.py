@@ -44,7 +44,9 @@ def test_paused_streaming_sessions_hold_every_seat_and_the_stall_says_so(tmp_pat
     warnings = [x for x in proc.stderr.splitlines()
                 if x.startswith("WARNING observatory: engine ") and " stalls: " in x]
     assert len(warnings) == 1, proc.stderr[-3000:]
-    assert f"the head request waits for seats (max_num_seqs {SEATS} reached)" in warnings[0]
+    # every seat counted taken (by the paused sessions), and no one scheduled in them
+    assert (f"the head request waits for seats (max_num_seqs {SEATS} reached, 0 scheduled)"
+            in warnings[0])
     (path,) = tmp_path.glob("*.jsonl.zst")
     recording = load(path)
     summary = summarize(recording.all_items())
@@ -54,7 +56,7 @@ def test_paused_streaming_sessions_hold_every_seat_and_the_stall_says_so(tmp_pat
     # it never recovers: the stall runs from the sessions' pause to the program's last step
     assert summary.longest_stall_steps >= MIN_STEPS
     assert summary.longest_stall_since + summary.longest_stall_steps == len(recording.steps)
-    assert summary.longest_stall_reason == f"seats (max_num_seqs {SEATS} reached)"
+    assert summary.longest_stall_reason == f"seats (max_num_seqs {SEATS} reached, 0 scheduled)"
     assert summary.longest_stall_kv_free_pct > 90.0
     last = recording.steps[-1]
     # vLLM's own count says "deferred" for the sessions, "capacity" for the prompts
