@@ -28,13 +28,15 @@ from tui.live.policy_picker import PolicyPicker
 from tui.run_screen import NAVIGATION, RunScreen
 from tui.run_source import RunSource
 from tui.run_view import RunView
-from tui.widgets.status_bar import Status
+from tui.widgets.status_bar import Status, underfill_text
 
 if TYPE_CHECKING:
     from engine.analysis.logs.reference import Reference
 
 MIN_WINDOW, MAX_WINDOW = 10, 100_000
 HINT_OFF = "press f to switch the fix on"
+HINT_UNDERFILL = "press F to pick per-iteration-count"
+"""#45257's fix is no step of `f`'s cycle: while steps under-fill, the hint names it."""
 RATE_SPAN = 200  # steps/s is measured over the last this many steps
 
 SourceFactory = Callable[[RunSpec], RunSource]
@@ -190,7 +192,7 @@ class LiveScreen(RunScreen):
         if over and not self.restartable:
             hint = "the remote run is over; q quits"
         elif not over and self.view.policy == "off" and self.pending_policy is None:
-            hint = HINT_OFF
+            hint = HINT_UNDERFILL if underfill_text(self.view) is not None else HINT_OFF
         if not self.following:
             hint = f"browsing step {self.view.current_step:,}: end follows the newest" + (
                 f" · {hint}" if hint else "")
