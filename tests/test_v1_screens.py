@@ -187,7 +187,8 @@ async def test_the_policy_picker_offers_v1s_policies():
         options = app.screen.query_one("#picker-options")
         ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
         assert ids == ["off", "full-isl", "whole-context", "least-computed",
-                       "whole-context+least-computed", "skip-and-continue"]
+                       "whole-context+least-computed", "skip-and-continue",
+                       "per-iteration-count"]
         assert options.highlighted == 1 and not app.screen.query("#picker-level")
         await pilot.press("down", "enter")
         await settle(pilot)
