@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.analysis.seats import scheduled_count
+
 REASONS: dict[str, str] = {
     "preempted": "a step that preempted (vLLM admits no one then)",
     "token_budget": "the token budget",
@@ -52,11 +54,10 @@ def reason_text(s: Any) -> str:
 
 
 def _scheduled(s: Any) -> int | None:
-    """Requests step record `s` scheduled (None for a record that does not list them). Under
-    async scheduling it can be fewer than the running requests holding seats: those whose
-    last token is in flight are passed by (vLLM #45257)."""
+    """Requests step record `s` scheduled (engine.analysis.seats), None for a record that does
+    not list them."""
     try:
-        return len(s.new) + len(s.resumed) + len(s.scheduled)
+        return scheduled_count(s)
     except (AttributeError, TypeError):
         return None
 

@@ -59,6 +59,8 @@ class SimExecutor(Executor):
         # clock (engine.adapters.v1.tier) before the first step.
         self.offload = None
         self._sampled: Any = None  # async scheduling: the output sample_tokens hands over
+        # read once: vLLM settles its config before it builds the executor
+        self._async = bool(self.vllm_config.scheduler_config.async_scheduling)
 
     # ---- start-up RPCs -------------------------------------------------------------------
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None,  # noqa: ANN001
@@ -142,8 +144,7 @@ class SimExecutor(Executor):
         scheduled nothing from here. Without async scheduling the output comes back here,
         as the sim always answered."""
         output = self.sample(scheduler_output)
-        if (self.vllm_config.scheduler_config.async_scheduling
-                and scheduler_output.total_num_scheduled_tokens > 0):
+        if self._async and scheduler_output.total_num_scheduled_tokens > 0:
             self._sampled = output
             output = None
         return _done(output) if non_block else output
