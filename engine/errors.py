@@ -41,6 +41,13 @@ class EngineError(ObservatoryError):
     swap-space abort, which is a result the stream records, not an error)."""
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of `exc`'s message, or its type's name if it has none: the `message` of
+    an ObserverError (its `error` field names the type)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def one_line(exc: BaseException) -> str:
     """What went wrong, as one line: an ObservatoryError's own message (it already names the
     fix), anything else as "Type: the first line of its message"."""

@@ -64,7 +64,7 @@ from engine import __version__, logs
 from engine.adapters import device_info
 from engine.adapters.driver import EngineDriver, HookError, installed_engine_kind, open_driver
 from engine.adapters.policy_support import require_policy
-from engine.errors import ConfigError
+from engine.errors import ConfigError, first_line
 from engine.policy import Policy, parse_policy
 from engine.run_state import RunState, state_for_end
 from engine.spec import RunSpec
@@ -132,9 +132,6 @@ class _ObserverFault(Exception):
         self.cause = cause
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _sink_name(sink: Sink) -> str:
@@ -387,7 +384,7 @@ class Session:
             except Exception as exc:  # vLLM aborts by raising; the stream must say so and end
                 raise _EngineFault(exc) from exc
             try:
-                record = driver.step_record(step, cost, sim_s, time.perf_counter() - self._t0)
+                record = driver.record(step, cost, sim_s, time.perf_counter() - self._t0)
             except Exception as exc:
                 raise _ObserverFault("build_step_record", exc) from exc
             record.exec_s = measured(record.exec_s)  # measured times, to the header's resolution
@@ -427,7 +424,7 @@ class Session:
             self._sinks = [s for s in self._sinks if s is not self._broken_sink]  # no more
         cause = fault.cause
         return ObserverError(step=self._step, where=fault.where, error=type(cause).__name__,
-                             message=_first_line(cause))
+                             message=first_line(cause))
 
     def _finish(self, reason: str) -> None:
         """Refuse what is still queued, then emit the one RunFinished."""
@@ -569,7 +566,7 @@ class Session:
 
     def _abort_record(self, exc: BaseException) -> EngineAborted:
         assert self._driver is not None
-        return EngineAborted(step=self._step, message=_first_line(exc),
+        return EngineAborted(step=self._step, message=first_line(exc),
                              error=type(exc).__name__, sim_s=self._sim_s,
                              wall_s=time.perf_counter() - self._t0,
                              **self._driver.abort_state())

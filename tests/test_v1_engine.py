@@ -203,3 +203,22 @@ def test_the_stream_ends_with_one_end_record():
     assert isinstance(items[0], Header) and isinstance(items[-1], RunFinished)
     assert sum(isinstance(i, RunFinished) for i in items) == 1
     assert [s.step for s in steps_of(items)] == list(range(50))
+
+
+def test_the_abort_state_is_vllms_own_counts_mid_run():
+    """What EngineAborted would carry if vLLM raised now, against vLLM's own
+    `get_request_counts()` and its KV manager's `usage` (the driver and an attached tap read
+    it through the same function)."""
+    from msgspec.structs import replace
+
+    session = Session(replace(preset_spec("v1-thrash"), max_steps=120).validated())
+    session.run()
+    state = session.driver.abort_state()
+    scheduler = session.driver.scheduler
+    running, waiting = scheduler.get_request_counts()
+    assert running > 0 and waiting > 0  # mid-thrash: both queues hold requests
+    assert (state["running"], state["waiting"], state["swapped"]) == (running, waiting, 0)
+    usage = scheduler.kv_cache_manager.usage
+    assert state["gpu_used"] > 0
+    assert abs(state["gpu_used"] / state["gpu_total"] - usage) < 1e-9
+    assert (state["cpu_used"], state["cpu_total"]) == (0, 0)  # no CPU tier in this preset

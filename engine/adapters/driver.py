@@ -9,6 +9,12 @@ raised. `open_driver` picks the kind from the installed release (engine.adapters
 
 Failures keep their two meanings: `step()` raises HookError when the observatory's own hook
 code failed inside vLLM's step, and anything else it raises is vLLM's.
+
+What the observatory reads of an engine is one interface whoever drives it, `EngineTap`: the
+Session's drivers are taps that also drive, and the taps `engine.attach` puts on a user's own
+engine (engine/adapters/v0/attach.py, engine/adapters/v1/attach.py) are taps that are told
+when a step ran (`AttachedTap`). Each kind reads a step and its abort state once, in its
+step_record module, for both.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Protocol
 
+from engine.adapters.guard import Guard
 from engine.costmodel import CostModel
 from engine.policy import Policy
 from engine.spec import RunSpec
@@ -37,15 +44,45 @@ class HookError(Exception):
         self.cause = cause
 
 
-class EngineDriver(Protocol):
-    """One built vLLM engine with the observatory attached."""
+class EngineTap(Protocol):
+    """One vLLM engine with the observatory's hooks on: what a stream reads of it."""
 
     kind: str  # "v0" or "v1" (records.ENGINE_KINDS): the Header's `engine`
-    engine: Any  # the real vLLM engine object (tests and power users)
     vllm_version: str
     model: str
-    max_model_len: int
     engine_config: dict[str, Any]
+    # the policy in force and the switches asked for: an engine.adapters.hook_base.PolicySwitch
+    # (not imported: hook_base imports HookError from here)
+    hook: Any
+
+    def record(self, step: int, cost: CostModel, sim_start_s: float,
+               wall_s: float) -> StepRecord | V1StepRecord:
+        """The record of the step that just ran, `exec_s` included."""
+
+    def abort_state(self) -> dict[str, int]:
+        """The queues and blocks when vLLM raised out of a step: EngineAborted's running,
+        swapped, waiting, gpu_used, gpu_total, cpu_used and cpu_total."""
+
+
+class AttachedTap(EngineTap, Protocol):
+    """A tap on an engine a user's program drives (`engine.attach`, `observatory exec`)."""
+
+    guard: Guard  # our failures never reach the user's engine
+
+    def hear(self, before_step: Callable[[], None], after_step: Callable[[], None],
+             aborted: Callable[[BaseException], None],
+             added: Callable[[str, int], None]) -> None:
+        """Call these as the user's engine steps, aborts and takes requests."""
+
+    def detach(self) -> None:
+        """Put vLLM's own methods back."""
+
+
+class EngineDriver(EngineTap, Protocol):
+    """A tap on an engine the observatory builds and drives itself (a Session's)."""
+
+    engine: Any  # the real vLLM engine object (tests and power users)
+    max_model_len: int
     count_tokens: Callable[[str], list[int]] | None  # sim with --tokenizer: real token ids
 
     def blocks_line(self) -> str:
@@ -59,16 +96,8 @@ class EngineDriver(Protocol):
     def step(self) -> None:
         """One engine step (HookError: the observatory's hook failed inside it)."""
 
-    def step_record(self, step: int, cost: CostModel, sim_start_s: float,
-                    wall_s: float) -> StepRecord | V1StepRecord:
-        """The record of the step that just ran, `exec_s` included."""
-
     def set_policy(self, policy: Policy, source: str) -> None:
         """Govern the next step with `policy` (already checked for this kind)."""
-
-    def abort_state(self) -> dict[str, int]:
-        """The queues and blocks when vLLM raised out of a step: EngineAborted's running,
-        swapped, waiting, gpu_used, gpu_total, cpu_used and cpu_total."""
 
 
 def open_driver(spec: RunSpec, policy: Policy) -> EngineDriver:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.adapters.driver import AttachedTap
 from engine.adapters.guard import Guard
 from engine.adapters.policy_support import require_policy
 from engine.attached import env as attach_env
@@ -30,7 +31,7 @@ from engine.policy import Policy, parse_policy
 class Handle:
     """One attached engine: its stream (`observer`), its policy, and `close()`."""
 
-    def __init__(self, tap: Any, observer: Observer | None) -> None:
+    def __init__(self, tap: AttachedTap | _SchedulerOnly, observer: Observer | None) -> None:
         self.tap = tap
         self.observer = observer
         self.hook = tap.hook
@@ -81,7 +82,7 @@ def attach(target: Any, policy: str | Policy = "off", *, serve: str | None = Non
     return _observe(tap, policy, address=address, token=token, record=record, sim=sim)
 
 
-def _tap(target: Any, policy: Policy) -> tuple[Any, str]:
+def _tap(target: Any, policy: Policy) -> tuple[AttachedTap | _SchedulerOnly | None, str]:
     from engine.adapters.versions import require_supported
 
     kind = require_supported().engine
@@ -118,9 +119,10 @@ class _SchedulerOnly:
         self.hook.detach()
 
 
-def _observe(tap: Any, policy: Policy, *, address: tuple[str, int] | None,
-             token: str | None, record: str | None, sim: bool) -> Handle:
-    if not hasattr(tap, "hear"):
+def _observe(tap: AttachedTap | _SchedulerOnly, policy: Policy, *,
+             address: tuple[str, int] | None, token: str | None, record: str | None,
+             sim: bool) -> Handle:
+    if isinstance(tap, _SchedulerOnly):
         if address or record:
             raise ConfigError("engine.attach: a bare V0 Scheduler takes a policy only; attach "
                               "its LLM or LLMEngine to record or serve its steps")

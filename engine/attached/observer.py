@@ -38,10 +38,11 @@ from typing import Any, Callable
 import msgspec
 
 from engine import __version__
+from engine.adapters.driver import AttachedTap
 from engine.adapters.policy_support import require_policy
 from engine.analysis.stall import ENDED, STARTED, StallWatch, seat_limit
 from engine.costmodel import CostModel
-from engine.errors import ConfigError
+from engine.errors import ConfigError, first_line
 from engine.host.outbox import Outbox
 from engine.host.recording import RecordingController
 from engine.host.scribe_pipe import open_recorder
@@ -72,7 +73,7 @@ class Observer:
     """The stream of one attached engine (`tap`: V0Tap or V1Tap), named `name`
     (host/pid/engine-index)."""
 
-    def __init__(self, tap: Any, name: str, *, record: str | None, sim: bool,
+    def __init__(self, tap: AttachedTap, name: str, *, record: str | None, sim: bool,
                  warn: Warn, say: Warn = say_on_stderr) -> None:
         self.tap = tap
         self.name = name
@@ -254,7 +255,7 @@ class Observer:
             return
         try:
             state = self.tap.abort_state()
-            self._emit(EngineAborted(step=self.step, message=_first_line(exc),
+            self._emit(EngineAborted(step=self.step, message=first_line(exc),
                                      error=type(exc).__name__, sim_s=self.sim_s,
                                      wall_s=time.perf_counter() - self._t0, **state))
             self.close("aborted")
@@ -306,10 +307,10 @@ class Observer:
             return
         self.tap.guard.broken = True
         self._warn(f"stopped watching engine {self.name} ({where}: "
-                   f"{type(exc).__name__}: {_first_line(exc)}); vLLM runs on unchanged")
+                   f"{type(exc).__name__}: {first_line(exc)}); vLLM runs on unchanged")
         try:
             self._emit(ObserverError(step=self.step, where=where, error=type(exc).__name__,
-                                     message=_first_line(exc)))
+                                     message=first_line(exc)))
         except Exception:  # noqa: BLE001
             pass
         self.close("observer_error")
@@ -335,6 +336,3 @@ class Observer:
             pass
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from engine.adapters import exec_timing
 from engine.adapters.guard import Guard
 from engine.adapters.v0 import hooks as vllm_hooks
-from engine.adapters.v0.step_record import build_step_record
+from engine.adapters.v0.step_record import abort_state, build_step_record
 from engine.costmodel import CostModel
 from engine.policy import Policy
 
@@ -225,11 +225,7 @@ class V0Tap:
         return record
 
     def abort_state(self) -> dict[str, int]:
-        running, swapped, waiting = vllm_hooks.abort_queue_sizes(self.scheduler)
-        gpu_used, gpu_total, cpu_used, cpu_total = vllm_hooks.block_counts(self.scheduler)
-        return {"running": running, "swapped": swapped, "waiting": waiting,
-                "gpu_used": gpu_used, "gpu_total": gpu_total, "cpu_used": cpu_used,
-                "cpu_total": cpu_total}
+        return abort_state(self.scheduler)
 
     def detach(self) -> None:
         """Put vLLM's own methods back (the hook, the timer, the engine's wrappers)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from engine.errors import EngineError, ObservatoryError
+from engine.errors import EngineError, ObservatoryError, first_line
 
 # (cause, what to do, exception type names, substrings of the message); first match wins
 _CAUSES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
@@ -38,9 +38,8 @@ _CAUSES: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
 _MAX_DETAIL = 200  # transformers' messages run on; the cause and the start are what help
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    line = text.splitlines()[0] if text else type(exc).__name__
+def _clipped_line(exc: BaseException) -> str:
+    line = first_line(exc)
     return line if len(line) <= _MAX_DETAIL else line[:_MAX_DETAIL - 1].rstrip() + "…"
 
 
@@ -50,8 +49,8 @@ def classify(exc: BaseException) -> str:
     message = str(exc).lower()
     for cause, hint, types, needles in _CAUSES:
         if names.intersection(types) or any(needle in message for needle in needles):
-            return f"{cause}: {type(exc).__name__}: {_first_line(exc)}; {hint}"
-    return f"vLLM could not build the engine: {type(exc).__name__}: {_first_line(exc)}"
+            return f"{cause}: {type(exc).__name__}: {_clipped_line(exc)}; {hint}"
+    return f"vLLM could not build the engine: {type(exc).__name__}: {_clipped_line(exc)}"
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from typing import Any
 from engine.adapters import exec_timing
 from engine.adapters.v0 import hooks as vllm_hooks
 from engine.adapters.v0.build import build_engine
-from engine.adapters.v0.step_record import build_step_record
+from engine.adapters.v0.step_record import abort_state, build_step_record
 from engine.costmodel import CostModel
 from engine.policy import Policy
 from engine.spec import RunSpec
@@ -68,8 +68,8 @@ class V0Driver:
     def step(self) -> None:
         self.engine.step()
 
-    def step_record(self, step: int, cost: CostModel, sim_start_s: float,
-                    wall_s: float) -> StepRecord:
+    def record(self, step: int, cost: CostModel, sim_start_s: float,
+               wall_s: float) -> StepRecord:
         record = build_step_record(step, self.hook.current, self.scheduler, cost, sim_start_s,
                                    wall_s, self.built.fans_out, self.hook.demand())
         record.exec_s = self.exec_timer.take() if self.exec_timer is not None else 0.0
@@ -79,12 +79,7 @@ class V0Driver:
         self.hook.set_policy(policy, source)  # applied by the hook when the next step schedules
 
     def abort_state(self) -> dict[str, int]:
-        scheduler = self.scheduler
-        running, swapped, waiting = vllm_hooks.abort_queue_sizes(scheduler)
-        gpu_used, gpu_total, cpu_used, cpu_total = vllm_hooks.block_counts(scheduler)
-        return {"running": running, "swapped": swapped, "waiting": waiting,
-                "gpu_used": gpu_used, "gpu_total": gpu_total, "cpu_used": cpu_used,
-                "cpu_total": cpu_total}
+        return abort_state(self.scheduler)
 
 
 def build_driver(spec: RunSpec, policy: Policy) -> V0Driver:

@@ -12,6 +12,8 @@ groups, which the records fold into their parent so a step reads the same in eve
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.adapters.v0 import hooks as vllm_hooks
 from engine.costmodel import CostModel
 from engine.policy import Demand
@@ -89,6 +91,16 @@ def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostMode
         committed_blocks=demand.blocks if demand is not None else None,
         committed_slack=demand.slack() if demand is not None else None,
     )
+
+
+def abort_state(scheduler: Any) -> dict[str, int]:
+    """EngineAborted's queues and blocks, read when vLLM raised out of a step (the Session's
+    driver and an attached tap both)."""
+    running, swapped, waiting = vllm_hooks.abort_queue_sizes(scheduler)
+    gpu_used, gpu_total, cpu_used, cpu_total = vllm_hooks.block_counts(scheduler)
+    return {"running": running, "swapped": swapped, "waiting": waiting,
+            "gpu_used": gpu_used, "gpu_total": gpu_total, "cpu_used": cpu_used,
+            "cpu_total": cpu_total}
 
 
 def _unique(ids) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from engine.adapters.guard import Guard
 from engine.adapters.v1.current import fam
 from engine.adapters.v1 import hooks as v1_hooks
-from engine.adapters.v1.step_record import StepReader
+from engine.adapters.v1.step_record import StepReader, abort_state
 from engine.costmodel import CostModel
 from engine.policy import Policy
 
@@ -178,12 +178,7 @@ class V1Tap:
                                  self._finished)
 
     def abort_state(self) -> dict[str, int]:
-        scheduler = self.scheduler
-        total = fam.total_blocks(scheduler)
-        return {"running": len(fam.running(scheduler)), "swapped": 0,
-                "waiting": fam.waiting_count(scheduler),
-                "gpu_used": max(0, total - fam.free_blocks(scheduler)), "gpu_total": total,
-                "cpu_used": 0, "cpu_total": 0}
+        return abort_state(self.scheduler)
 
     def detach(self) -> None:
         """Put vLLM's own methods back."""

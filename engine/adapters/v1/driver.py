@@ -14,7 +14,7 @@ from engine.adapters.v1.current import fam
 from engine.adapters.v1 import hooks as v1_hooks
 from engine.adapters.v1 import tier as v1_tier
 from engine.adapters.v1.build import build_engine
-from engine.adapters.v1.step_record import StepReader
+from engine.adapters.v1.step_record import StepReader, abort_state
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
 from engine.policy import Policy
@@ -108,8 +108,8 @@ class V1Driver:
         self._scheduled = hook.steps_scheduled != scheduled_before
         self._finished = list(map(_REQUEST_ID, filter(_FINISHED, outputs)))
 
-    def step_record(self, step: int, cost: CostModel, sim_start_s: float,
-                    wall_s: float) -> V1StepRecord:
+    def record(self, step: int, cost: CostModel, sim_start_s: float,
+               wall_s: float) -> V1StepRecord:
         hook = self.hook
         capture = hook.current if self._scheduled else v1_hooks.V1Capture(hook.policy)
         tier = self.tier.take(capture.output) if self.tier is not None else None
@@ -123,13 +123,7 @@ class V1Driver:
         self.hook.set_policy(policy, source)  # applied when the next step schedules
 
     def abort_state(self) -> dict[str, int]:
-        scheduler = self.scheduler
-        total = fam.total_blocks(scheduler)
-        return {"running": len(fam.running(scheduler)), "swapped": 0,
-                "waiting": fam.waiting_count(scheduler),
-                "gpu_used": max(0, total - fam.free_blocks(scheduler)), "gpu_total": total,
-                "cpu_used": self.tier.resident() if self.tier is not None else 0,
-                "cpu_total": self.tier.capacity if self.tier is not None else 0}
+        return abort_state(self.scheduler, self.tier)
 
 
 def build_driver(spec: RunSpec, policy: Policy) -> V1Driver:

@@ -102,6 +102,18 @@ class StepReader:
         return record
 
 
+def abort_state(scheduler: Any, tier: Any = None) -> dict[str, int]:
+    """EngineAborted's queues and blocks, read when vLLM raised out of a step (the Session's
+    driver and an attached tap both); `tier`: the CPU tier (engine.adapters.v1.tier), if any.
+    V1 swaps nothing."""
+    total = fam.total_blocks(scheduler)
+    return {"running": len(fam.running(scheduler)), "swapped": 0,
+            "waiting": fam.waiting_count(scheduler),
+            "gpu_used": max(0, total - fam.free_blocks(scheduler)), "gpu_total": total,
+            "cpu_used": tier.resident() if tier is not None else 0,
+            "cpu_total": tier.capacity if tier is not None else 0}
+
+
 def _add_tier(record: V1StepRecord, tier: TierStep) -> None:
     """The CPU tier's part of the record; a step that waited for transfers lasts that much
     longer on the simulated clock."""
