@@ -3,7 +3,8 @@ each adding one layer of the observatory to vLLM's bare `LLMEngine.step()` loop,
 engine thread's CPU time per step (2,000 `v1-thrash` steps an arm, a fresh engine each, the
 workload frozen out of the garbage collector as bench/bench_v1.py does).
 
-The layers, in the order the ladder adds them:
+The ladder's ends are bench/bench_v1.py's own arms (vLLM's bare loop; a Session, every record
+encoded by a sink). The layers between, in the order the ladder adds them:
 1. the hooks' skeleton: `schedule` and `_preempt_request` wrapped, a capture per step, no more;
 2. the hooks' work: classifying the step's tokens, the head request's reason, watching vLLM's
    `allocate_slots` while requests wait (what `off` does);
@@ -41,10 +42,10 @@ from engine.adapters.v1 import hooks as v1_hooks  # noqa: E402
 from engine.adapters.v1.build import build_engine  # noqa: E402
 from engine.adapters.v1.driver import V1Driver  # noqa: E402
 from engine.policy import parse_policy  # noqa: E402
-from engine.session import Session  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402
-from engine.stream.records import V1StepRecord, encode  # noqa: E402
 from engine.workload import Workload  # noqa: E402
+
+import bench_v1  # noqa: E402  (this directory's: the bare and observed arms, as it times them)
 
 SPEC = preset_spec("v1-thrash").validated()
 
@@ -72,15 +73,14 @@ def _timed(first: Callable[[], object], step: Callable[[], object], steps: int) 
 
 
 def engine_arm(layers: int, steps: int) -> float:
-    """vLLM's own loop with the first `layers` layers (0 to 3) attached."""
+    """vLLM's own loop with the first `layers` layers (1 to 3) attached."""
     built = build_engine(SPEC)
-    if layers >= 1:
-        hook = v1_hooks.attach(built.scheduler, "off")
-        if layers == 1:  # the skeleton: the hooks' own work left out
-            hook._count_tokens = lambda capture, output: None
-            hook._head_reason = lambda capture, output: None
-            hook._observe_admissions = lambda force=False: None
-            vars(built.scheduler.kv_cache_manager).pop("allocate_slots", None)
+    hook = v1_hooks.attach(built.scheduler, "off")
+    if layers == 1:  # the skeleton: the hooks' own work left out
+        hook._count_tokens = lambda capture, output: None
+        hook._head_reason = lambda capture, output: None
+        hook._observe_admissions = lambda force=False: None
+        vars(built.scheduler.kv_cache_manager).pop("allocate_slots", None)
     if layers >= 3:
         exec_timing.ExecTimer(built.engine_core)
     _add_workload(built.engine, built.max_model_len)
@@ -103,34 +103,16 @@ def driver_arm(records: bool, steps: int) -> float:
     return _timed(step, step, steps)
 
 
-def session_arm(steps: int) -> float:
-    """A Session, every record encoded by its sink (layer 6), timed from step 0's record."""
-    from msgspec.structs import replace
-
-    marks: dict[str, float] = {}
-
-    def sink(item) -> None:
-        if type(item) is V1StepRecord:
-            encode(item)
-            if item.step == 0:
-                marks["start"] = time.thread_time()
-            elif item.step == steps:
-                marks["end"] = time.thread_time()
-
-    session = Session(replace(SPEC, max_steps=steps + 1).validated())
-    session.subscribe(sink)
-    session.run()
-    return (marks["end"] - marks["start"]) / steps * 1e6
-
-
 ARMS: tuple[tuple[str, Callable[[int], float]], ...] = (
-    ("vLLM's bare loop", lambda steps: engine_arm(0, steps)),
+    # the ladder's two ends are bench/bench_v1.py's own arms (steps a CPU second -> us a step)
+    ("vLLM's bare loop", lambda steps: 1e6 / bench_v1.bare(SPEC, steps)[1]),
     ("+ the hooks' skeleton", lambda steps: engine_arm(1, steps)),
     ("+ the hooks' work (tokens, reason, admissions)", lambda steps: engine_arm(2, steps)),
     ("+ the executor timer", lambda steps: engine_arm(3, steps)),
     ("+ the driver's step", lambda steps: driver_arm(False, steps)),
     ("+ building the record", lambda steps: driver_arm(True, steps)),
-    ("+ the session loop, records encoded", session_arm),
+    ("+ the session loop, records encoded",
+     lambda steps: 1e6 / bench_v1.observed(SPEC, steps)[1]),
 )
 
 

@@ -132,8 +132,6 @@ class _ObserverFault(Exception):
         self.cause = cause
 
 
-
-
 def _sink_name(sink: Sink) -> str:
     return getattr(sink, "__qualname__", None) or type(sink).__qualname__
 

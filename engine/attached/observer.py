@@ -334,5 +334,3 @@ class Observer:
             self.warn(message)
         except Exception:  # noqa: BLE001
             pass
-
-
