@@ -159,6 +159,8 @@ def what_broke(done: subprocess.CompletedProcess) -> str:
 
 
 def trial(python: Path, kind: str, row: Release | None, steps: int, work: Path) -> dict:
+    """The preset under `off` (recorded) and the fix, then `verify`, in one child process of
+    the release's venv (`--child`): vLLM is imported once, not three times."""
     env = {k: v for k, v in os.environ.items() if k != TRY_RELEASE}
     env["PYTHONHASHSEED"] = "0"
     if row is not None:
@@ -168,25 +170,59 @@ def trial(python: Path, kind: str, row: Release | None, steps: int, work: Path) 
     out["family"] = next((line.split("adapter family ")[1].rstrip(")")
                           for line in shown.splitlines() if "adapter family" in line), "-")
     preset, fix = KIND[kind]
+    done = subprocess.run([str(python), __file__, "--child", preset, fix, str(steps),
+                           str(work)], env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=3600)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        out["error"] = f"exit {done.returncode}: {what_broke(done)[:240]}"
+        return out
+    result = json.loads(lines[-1])
+    if "error" in result:
+        out["error"] = result["error"]
+        return out
+    for name in ("off", "fix"):
+        summary = result[name]
+        out[f"{name}_steps"] = summary["steps"]
+        out[name] = (summary["max_preemptions_per_request"] if kind == "v1"
+                     else summary.get("abort_step"))
+    out["verify"] = result["verify"]
+    return out
+
+
+def child(preset: str, fix: str, steps: int, work: Path) -> int:
+    """In the release's venv: `observatory run` under off (recorded) and under the fix, then
+    `observatory verify`, through the CLI's own entry point; one JSON line on stdout."""
+    import contextlib
+    import io
+
+    from engine.cli import main as cli
+
     record = work / "off.jsonl.zst"
+    result: dict = {}
     for policy in ("off", fix):
         args = ["run", "--preset", preset, "--max-steps", str(steps), "--policy", policy,
                 "--json"] + (["--record", str(record)] if policy == "off" else ["--no-record"])
-        done = observatory(python, env, *args)
-        if done.returncode != 0:
-            out["error"] = f"{policy}: exit {done.returncode}: {what_broke(done)[:240]}"
-            return out
-        summary = json.loads(done.stdout[done.stdout.index("{"):done.stdout.rindex("}") + 1])
-        name = "off" if policy == "off" else "fix"
-        out[f"{name}_steps"] = summary["steps"]
-        if kind == "v1":
-            out[name] = summary["max_preemptions_per_request"]
-        else:
-            out[name] = summary.get("abort_step")
-    done = observatory(python, env, "verify", str(record))
-    out["verify"] = "ok" if done.returncode == 0 else \
-        f"exit {done.returncode}: {(done.stdout + done.stderr).strip().splitlines()[-1][:160]}"
-    return out
+        shown, errors = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(shown), contextlib.redirect_stderr(errors):
+            code = cli(args)
+        text = shown.getvalue()
+        if code not in (0, 3) or "{" not in text:
+            lines = [line for line in (errors.getvalue() + text).splitlines() if line.strip()]
+            broke = next((line for line in lines if "internal error" in line or
+                          "observatory: error" in line), lines[-1] if lines else f"exit {code}")
+            result["error"] = f"{policy}: exit {code}: {broke.strip()[:240]}"
+            print(json.dumps(result), flush=True)
+            return 0
+        result["off" if policy == "off" else "fix"] = json.loads(
+            text[text.index("{"):text.rindex("}") + 1])
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown), contextlib.redirect_stderr(shown):
+        code = cli(["verify", str(record)])
+    lines = [line for line in shown.getvalue().splitlines() if line.strip()]
+    result["verify"] = "ok" if code == 0 else f"exit {code}: {(lines or ['?'])[-1][:160]}"
+    print(json.dumps(result), flush=True)
+    return 0
 
 
 def passed(kind: str, result: dict) -> bool:
@@ -228,6 +264,9 @@ def bench_row(release: str, kind: str, result: dict, seconds: float, steps: int,
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--child"]:
+        preset, fix, steps, work = sys.argv[2:6]
+        return child(preset, fix, int(steps), Path(work))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("releases", nargs="*", default=list(RANGE))
     parser.add_argument("--root", type=Path,
