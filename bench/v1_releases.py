@@ -47,7 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.adapters import release_table  # noqa: E402
-from engine.adapters.versions import KNOWN, REFUSED, TRY_RELEASE, Release  # noqa: E402
+from engine.adapters.versions import (KNOWN, REFUSED, TRY_FAMILY, TRY_RELEASE,  # noqa: E402
+                                      Release)
 
 RANGE = ("0.18.0", "0.18.1", "0.19.0", "0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0",
          "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0",
@@ -67,9 +68,11 @@ def engine_of(version: str) -> str:
     return "v0" if numbers(version)[:2] <= (0, 10) else "v1"
 
 
-def candidates(version: str) -> list[Release | None]:
+def candidates(version: str) -> list[Release | str | None]:
     """[None] for a release the table resolves (it runs as its row says); else one known row
-    per (family, platform) of its engine kind, the nearest release's first."""
+    per (family, platform) of its engine kind, the nearest release's first, then each family
+    module no row uses yet (a str for OBSERVATORY_TRY_FAMILY: on vLLM's platform, then on the
+    observatory's)."""
     known = next((r for r in KNOWN if r.version == version), None)
     if known is not None and not os.environ.get(TRY_RELEASE):
         return [None]
@@ -81,12 +84,18 @@ def candidates(version: str) -> list[Release | None]:
         return (abs(_flat(mine) - _flat(target)), -_flat(mine))
 
     seen: set[tuple[str, bool]] = set()
-    rows: list[Release | None] = []
+    rows: list[Release | str | None] = []
     for row in sorted((r for r in KNOWN if r.engine == kind), key=distance):
         if (row.family, row.sim_plugin) not in seen:
             seen.add((row.family, row.sim_plugin))
             rows.append(row)
-    return rows
+    used = {family for family, _ in seen}
+    new: list[Release | str | None] = []
+    for module in sorted((ROOT / "engine" / "adapters" / kind).glob("family_*.py")):
+        family = module.stem.removeprefix("family_")
+        if family not in used:
+            new += [family] + ([f"{family}+plugin"] if kind == "v1" else [])
+    return rows[:2] + new + rows[2:]  # the two nearest rows, then new families, then the rest
 
 
 def _flat(parts: tuple[int, ...]) -> int:
@@ -110,13 +119,28 @@ def override_for(release: str) -> list[str]:
     return []
 
 
+V0_PINS = {  # minor line -> the companions its wheels leave open and their 2026 releases break
+    (0, 5): ["transformers>=4.41.2,<4.44", "tokenizers>=0.19,<0.20", "numpy>=1.26,<2",
+             "outlines>=0.0.43,<0.1", "pyarrow<17", "datasets<3", "pyairports"],
+    (0, 6): ["transformers>=4.45,<4.47", "numpy>=1.26,<2"],
+    (0, 7): ["transformers>=4.48.2,<4.50", "numpy>=1.26,<2"],
+    (0, 8): ["transformers>=4.50,<4.52", "numpy>=1.26,<2"],
+    (0, 9): ["transformers>=4.52,<4.54", "numpy>=1.26,<2"],
+    (0, 10): ["transformers>=4.55,<4.57"],
+}
+"""A V0 release's companion pins when its row has none (bench/v0_releases.py): the CI extras'
+bounds (pyproject.toml) widened to the transformers each line's wheels ask for."""
+
+
 def pins_for(release: str, given: list[str]) -> list[str]:
-    """Companion pins: those given, else the known row's, else the nearest V0 row's (a V0
+    """Companion pins: those given, else the known row's, else its V0 minor line's (a V0
     release's wheel leaves transformers and numpy open, and their newest releases break it)."""
     if given or engine_of(release) == "v1":
         return given
     row = next((r for r in KNOWN if r.version == release), None)
-    return list(row.pins) if row is not None else []
+    if row is not None and row.pins:
+        return list(row.pins)
+    return list(V0_PINS.get(numbers(release)[:2], []))
 
 
 def install(release: str, root: Path, pins: list[str]) -> tuple[Path, float, str]:
@@ -129,10 +153,14 @@ def install(release: str, root: Path, pins: list[str]) -> tuple[Path, float, str
     shutil.rmtree(venv, ignore_errors=True)
     start = time.monotonic()
     subprocess.run([uv(), "venv", "-q", "--seed", "-p", "python3.11", str(venv)], check=True)
-    done = subprocess.run([uv(), "pip", "install", "-q", "-p", str(python),
-                           f"vllm=={release}", *pins, "-e", f"{ROOT}[test]",
-                           *override_for(release)],
-                          capture_output=True, text=True)
+    import fcntl
+
+    with open(root / ".install.lock", "w") as lock:  # installs one at a time (the network,
+        fcntl.flock(lock, fcntl.LOCK_EX)  # uv's cache) when two benches share a root
+        done = subprocess.run([uv(), "pip", "install", "-q", "-p", str(python),
+                               f"vllm=={release}", *pins, "-e", f"{ROOT}[test]",
+                               *override_for(release)],
+                              capture_output=True, text=True)
     if done.returncode != 0:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
         why = next((line.strip() for line in lines if "because" in line or "No solution" in
@@ -158,14 +186,17 @@ def what_broke(done: subprocess.CompletedProcess) -> str:
     return lines[-1] if lines else f"exit {done.returncode}"
 
 
-def trial(python: Path, kind: str, row: Release | None, steps: int, work: Path) -> dict:
+def trial(python: Path, kind: str, row: Release | str | None, steps: int, work: Path) -> dict:
     """The preset under `off` (recorded) and the fix, then `verify`, in one child process of
     the release's venv (`--child`): vLLM is imported once, not three times."""
-    env = {k: v for k, v in os.environ.items() if k != TRY_RELEASE}
+    env = {k: v for k, v in os.environ.items() if k not in (TRY_RELEASE, TRY_FAMILY)}
     env["PYTHONHASHSEED"] = "0"
-    if row is not None:
+    if isinstance(row, str):
+        env[TRY_FAMILY] = row
+    elif row is not None:
         env[TRY_RELEASE] = row.version
-    out: dict = {"as": row.version if row is not None else None}
+    out: dict = {"as": row.version if isinstance(row, Release) else None,
+                 "plugin": isinstance(row, str) and row.endswith("+plugin")}
     shown = observatory(python, env, "versions").stdout
     out["family"] = next((line.split("adapter family ")[1].rstrip(")")
                           for line in shown.splitlines() if "adapter family" in line), "-")
@@ -259,16 +290,25 @@ def bench_row(release: str, kind: str, result: dict, seconds: float, steps: int,
         version=release, engine=kind, family=result["family"],
         extra=own.extra if own is not None else "", pins=pins,
         override=own.override if own is not None else False,
-        sim_plugin=row.sim_plugin if row is not None else False,
+        sim_plugin=row.sim_plugin if row is not None else bool(result.get("plugin")),
         earned=datetime.date.today().isoformat(), bench=figures)
 
 
-def main() -> int:
+def store(root: Path, row: release_table.Row) -> None:
+    """`row` into the table file, one bench at a time (two may share a root: V0 and V1)."""
+    import fcntl
+
+    with open(root / ".table.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        release_table.upsert(row)
+
+
+def main(default: tuple[str, ...] = RANGE) -> int:
     if sys.argv[1:2] == ["--child"]:
         preset, fix, steps, work = sys.argv[2:6]
         return child(preset, fix, int(steps), Path(work))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("releases", nargs="*", default=list(RANGE))
+    parser.add_argument("releases", nargs="*", default=list(default))
     parser.add_argument("--root", type=Path,
                         default=Path.home() / ".cache" / "vllm-observatory" / "v1-releases")
     parser.add_argument("--steps", type=int, default=None,
@@ -292,7 +332,7 @@ def main() -> int:
         if failed:
             print(f"{release}: refused: {failed[:240]}", flush=True)
             if args.write and release not in {r.version for r in KNOWN}:
-                release_table.upsert(release_table.Row(
+                store(args.root, release_table.Row(
                     version=release, engine=kind, refused=f"its install fails: {failed[:200]}"))
             continue
         broke: list[str] = []
@@ -303,20 +343,21 @@ def main() -> int:
             if passed(kind, result):
                 break
             broke.append(f"{result.get('family', '-')}"
-                         + (f" (as {row.version})" if row is not None else "") + ": "
+                         + (f" (as {row.version})" if isinstance(row, Release) else
+                            " (the sim's platform)" if result.get("plugin") else "") + ": "
                          + result.get("error", f"verify {result.get('verify')}"))
             result = {}
         if result:
             print(line(release, kind, result, seconds), flush=True)
             if args.write:
-                release_table.upsert(bench_row(release, kind, result, seconds, steps, load,
+                store(args.root, bench_row(release, kind, result, seconds, steps, load,
                                                pins))
         else:
             print(f"{release}: no family runs it:", flush=True)
             for entry in broke:
                 print(f"  {entry}", flush=True)
             if args.write and release not in {r.version for r in KNOWN}:
-                release_table.upsert(release_table.Row(
+                store(args.root, release_table.Row(
                     version=release, engine=kind,
                     refused="no family runs it: " + "; ".join(broke)[:300]))
         if not args.keep:

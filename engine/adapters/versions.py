@@ -104,6 +104,12 @@ TRY_RELEASE = "OBSERVATORY_TRY_RELEASE"
 row resolves yet with that row's family and platform (how a release earns its row)."""
 
 
+TRY_FAMILY = "OBSERVATORY_TRY_FAMILY"
+"""bench/v1_releases.py sets it to a family module no row uses yet (`v019`, or `v019+plugin` to
+run its sim on the observatory's platform) to try an installed vLLM the table does not
+resolve: how a new family earns its first row."""
+
+
 def release_for(version: str | None) -> Release | None:
     if version is None:
         return None
@@ -114,6 +120,11 @@ def release_for(version: str | None) -> Release | None:
 
         trial = os.environ.get(TRY_RELEASE)
         found = next((r for r in KNOWN if r.version == trial), None) if trial else None
+        family_trial = os.environ.get(TRY_FAMILY)
+        if found is None and family_trial:
+            name, _, plugin = family_trial.partition("+")
+            engine = "v0" if _numbers(base)[:2] <= (0, 10) else "v1"
+            found = Release(base, "", name, engine=engine, sim_plugin=plugin == "plugin")
     return found
 
 
