@@ -69,10 +69,10 @@ def engine_of(version: str) -> str:
 
 
 def candidates(version: str) -> list[Release | str | None]:
-    """[None] for a release the table resolves (it runs as its row says); else one known row
-    per (family, platform) of its engine kind, the nearest release's first, then each family
+    """[None] for a release the table resolves (it runs as its row says); else each family
     module no row uses yet (a str for OBSERVATORY_TRY_FAMILY: on vLLM's platform, then on the
-    observatory's)."""
+    observatory's), then one known row per (family, platform) of its engine kind, the nearest
+    release's first."""
     known = next((r for r in KNOWN if r.version == version), None)
     if known is not None and not os.environ.get(TRY_RELEASE):
         return [None]
@@ -95,7 +95,7 @@ def candidates(version: str) -> list[Release | str | None]:
         family = module.stem.removeprefix("family_")
         if family not in used:
             new += [family] + ([f"{family}+plugin"] if kind == "v1" else [])
-    return rows[:2] + new + rows[2:]  # the two nearest rows, then new families, then the rest
+    return new + rows  # a family no row uses yet is the one just written for a new release
 
 
 def _flat(parts: tuple[int, ...]) -> int:

@@ -98,7 +98,7 @@ def render(rows: Sequence[Row], left_out: Sequence[tuple[str, str]] = (),
             out.append(f"{row.version:<8} {'failed: see below':<48}")
             continue
         end = (f"abort {m.abort_step:,}" if m.abort_step is not None else
-               {"finished": "finished", "max_steps": "max steps"}.get(m.end or "", m.end or "cut"))
+               {"completed": "finished", "max_steps": "max steps"}.get(m.end or "", m.end or "cut"))
         diff = ("–" if not row.compared_with else
                 "none" if row.difference is None else f"step {row.difference:,}")
         out.append(f"{row.version:<8} {_num(getattr(m, 'preemptions', None)):>7} "
