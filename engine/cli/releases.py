@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from engine.cli.base import CLISubcommand
+from engine.cli.ray_flags import add_ray_flags
 from engine.cli.run_flags import add_run_flags
 from engine.errors import ConfigError
 from engine.exit_status import ExitStatus
@@ -48,17 +49,8 @@ class Releases(CLISubcommand):
                        help="the venvs' cache directory (default $OBSERVATORY_VENV_ROOT or "
                             "~/.cache/vllm-observatory, as .ci/venv)")
         g.add_argument("--json", action="store_true", help="print the rows as JSON")
-        x = parser.add_argument_group("execution")
-        x.add_argument("--workers", type=int, metavar="N",
-                       help="releases at once (default: one per core; on a cluster: its CPUs)")
-        x.add_argument("--address", metavar="HOST:PORT",
-                       help="join a running Ray cluster (HOST:PORT, or auto); each node builds "
-                            "the venvs it lacks in its --venv-root")
-        x.add_argument("--node-ip-address", metavar="IP",
-                       help="this machine's address as Ray should see it (e.g. 127.0.0.1)")
-        x.add_argument("--ray-temp-dir", metavar="DIR", help="Ray's temp/session directory")
-        x.add_argument("--serial", action="store_true",
-                       help="no Ray: run the releases one by one from this process")
+        add_ray_flags(parser, "releases", "; each node builds the venvs it lacks in its "
+                                          "--venv-root")
 
     def cmd(self, args: argparse.Namespace) -> int:
         from engine.releases import venvs
