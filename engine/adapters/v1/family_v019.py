@@ -13,8 +13,9 @@ Read from the 0.22.1 wheel against 0.18.0's (family_v018.py) and 0.24.0's (famil
   against `max_num_running_reqs`);
 - the platform as 0.18's: resolved lazily and not from VLLM_TARGET_DEVICE, so a sim engine
   sets vLLM's CpuPlatform itself (`install_sim_platform`);
-- the offloading connector's `offloading/` package with job ids and `jobs_to_flush`, as 0.24's
-  (tier_v029), not run by the releases bench (its preset has no CPU tier).
+- the offloading connector's `offloading/` package with job ids, `jobs_to_flush` and a job's
+  `transfer_spec` pair, as 0.24's (tier_v024), not run by the releases bench (its preset has
+  no CPU tier).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from engine.adapters.v1.family_v029 import (  # noqa: F401  (the names 0.24 shar
     full_isl_setting, head_waiting, inflight_reserved_blocks, install_sim_platform,
     is_admitting, kv_cache_manager, model_runner_output, NATIVE_FULL_ISL, new_request_lengths,
     output_tokens, PLATFORM_FROM_ENV, preemptions, request_id, request_progress, requests,
-    reserve_full_isl, running, scheduled_tokens, scheduler_of, set_reserve_full_isl, TIER,
+    reserve_full_isl, running, scheduled_tokens, scheduler_of, set_reserve_full_isl,
     token_budget, total_blocks, total_scheduled_tokens, vllm_config_of, waiting_by_reason,
     waiting_count,
 )
@@ -41,6 +41,8 @@ from engine.adapters.v1.family_v029 import (  # noqa: F401  (no async sim before
     HAS_ASYNC_SIM, finals_in_flight, is_async, runs_sim, set_seats, widen_seats)
 from engine.adapters.v1.family_v018 import seats  # noqa: F401  (running against max_num_seqs)
 from engine.adapters.v1 import family_v033
+
+TIER = "tier_v024"  # 0.29's connector names, but a transfer job holds (src, dst) as one spec
 
 
 def blocks_to_reach(scheduler: Any, request: Any, num_tokens: int) -> int:

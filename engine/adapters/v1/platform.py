@@ -82,9 +82,10 @@ def _with_plugin_path(pythonpath: str | None) -> str:
     return os.pathsep.join([str(PLUGIN_PATH), *parts])
 
 
-def sim_env(release: Any = None) -> dict[str, str]:
+def sim_env(release: Any = None, pythonpath: str | None = None) -> dict[str, str]:
     """The environment a sim engine of `release` (default: the installed one) needs, beside
-    PYTHONHASHSEED."""
+    PYTHONHASHSEED. `pythonpath`: the PYTHONPATH the process will otherwise have (default:
+    this one's), which a release on the sim's platform gets with PLUGIN_PATH added."""
     if release is None:
         from engine.adapters.versions import installed_version, release_for
 
@@ -92,7 +93,8 @@ def sim_env(release: Any = None) -> dict[str, str]:
     if release is None or not release.sim_plugin:
         return dict(SIM_ENV)
     env = dict(PLUGIN_SIM_ENV)
-    env["PYTHONPATH"] = _with_plugin_path(os.environ.get("PYTHONPATH"))
+    env["PYTHONPATH"] = _with_plugin_path(pythonpath if pythonpath is not None
+                                          else os.environ.get("PYTHONPATH"))
     allowed = os.environ.get("VLLM_PLUGINS")
     if allowed is not None and PLUGIN_NAME not in allowed.split(","):
         env["VLLM_PLUGINS"] = f"{allowed},{PLUGIN_NAME}" if allowed else PLUGIN_NAME
@@ -152,7 +154,7 @@ def install_sim_platform() -> None:
 
 def child_env(env: dict[str, str]) -> dict[str, str]:
     """`env` for a child process that may run a V1 sim engine."""
-    return {**env, "PYTHONHASHSEED": HASH_SEED, **sim_env()}
+    return {**env, "PYTHONHASHSEED": HASH_SEED, **sim_env(pythonpath=env.get("PYTHONPATH"))}
 
 
 def reexec_for_v1_sim(argv: list[str]) -> None:
