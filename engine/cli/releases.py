@@ -76,10 +76,15 @@ class Releases(CLISubcommand):
         if not args.address:  # build here, one at a time (uv's cache is shared); a cluster's
             for release in chosen.releases:  # nodes build their own in their tasks
                 venvs.ensure(release, root, say)
-        config = _config_toml(spec)
-        versions = [r.version for r in chosen.releases]
-        outcomes = {o.version: o for o in _run(args, versions, str(root), config, say)}
-        return _report(args, spec, chosen, outcomes, out_dir)
+        from engine.releases.runs import as_shipped
+
+        configs, notes = {}, []
+        for release in chosen.releases:
+            own, note = as_shipped(spec, release)
+            configs[release.version] = _config_toml(own)
+            notes += [note] if note else []
+        outcomes = {o.version: o for o in _run(args, configs, str(root), say)}
+        return _report(args, spec, chosen, outcomes, out_dir, notes)
 
 
 def _say(line: str) -> None:
@@ -141,11 +146,11 @@ def _config_toml(spec) -> str:
     return dumps({k: v for k, v in data.items() if v not in (None, [], {})})
 
 
-def _run(args: argparse.Namespace, versions: list[str], root: str, config: str, say):
+def _run(args: argparse.Namespace, configs: dict[str, str], root: str, say):
     from engine.releases.runs import decode, run_on_ray, run_release
 
     if args.serial:
-        for version in versions:
+        for version, config in configs.items():
             say(f"running vLLM {version}")
             yield decode(run_release(version, root, config))
         return
@@ -156,14 +161,15 @@ def _run(args: argparse.Namespace, versions: list[str], root: str, config: str, 
     log = Path(tempfile.mkdtemp(prefix="observatory-releases-")) / "ray.log"
     with ray_runtime(args.address, args.workers, log, args.ray_temp_dir,
                      args.node_ip_address) as capacity:
-        say(f"running {len(versions)} releases on Ray, {capacity} at once (Ray's log: {log})")
-        for outcome in run_on_ray(versions, root, config, capacity):
+        say(f"running {len(configs)} releases on Ray, {capacity} at once (Ray's log: {log})")
+        for outcome in run_on_ray(configs, root, capacity):
             say(f"vLLM {outcome.version}: "
                 + (f"{outcome.seconds:.0f} s" if outcome.status == "ok" else outcome.message))
             yield outcome
 
 
-def _report(args: argparse.Namespace, spec, chosen, outcomes: dict, out_dir: Path) -> int:
+def _report(args: argparse.Namespace, spec, chosen, outcomes: dict, out_dir: Path,
+            notes: list[str]) -> int:
     from engine.releases.table import build, render
     from engine.stream.reader import load
 
@@ -186,9 +192,10 @@ def _report(args: argparse.Namespace, spec, chosen, outcomes: dict, out_dir: Pat
         print(json.dumps([{"release": r.version, "failed": r.failed or None,
                            "first_difference": r.difference, "differed": r.what or None,
                            "compared_with": r.compared_with or None,
-                           "metrics": _builtins(r.metrics)} for r in rows], indent=2))
+                           "metrics": _builtins(r.metrics)} for r in rows]
+                         + [{"note": note} for note in notes], indent=2))
     else:
-        print(render(rows, chosen.left_out, workload))
+        print(render(rows, chosen.left_out, workload, notes))
     failed = any(r.metrics is None for r in rows)
     return ExitStatus.DIFFERENCE if failed else ExitStatus.OK
 

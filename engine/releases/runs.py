@@ -80,23 +80,45 @@ def run_release(version: str, root: str, config_toml: str) -> bytes:
     return msgspec.msgpack.encode(outcome)
 
 
+def as_shipped(spec, release):  # -> (RunSpec, note)
+    """`spec` as `release`'s own scheduler can take it, and what changed, in words ("" for
+    nothing). A setting that release's vLLM has no option for is left out rather than played by
+    the observatory's hook (0.18 has no `scheduler_reserve_full_isl`, which vLLM turns on by
+    default from 0.19): the question is what each release's own scheduler does with the
+    workload, and that release would run it without. A policy (`--policy full-isl`) is the
+    observatory's, and stays one on every release."""
+    import importlib
+
+    import msgspec
+
+    if release.engine != "v1" or not spec.scheduler_reserve_full_isl:
+        return spec, ""
+    family = importlib.import_module(f"engine.adapters.v1.family_{release.family}")
+    if family.NATIVE_FULL_ISL:  # (family modules import nothing of vLLM at their top)
+        return spec, ""
+    return (msgspec.structs.replace(spec, scheduler_reserve_full_isl=False),
+            f"vLLM {release.version} has no full-ISL option (scheduler_reserve_full_isl, on "
+            f"by default from 0.19): run as it ships, without it")
+
+
 def decode(data: bytes) -> ReleaseOutcome:
     return msgspec.msgpack.decode(data, type=ReleaseOutcome)
 
 
-def run_on_ray(versions: list[str], root: str, config_toml: str, capacity: int):
-    """Each release as one Ray task (`num_cpus=1`), at most `capacity` at once; yields
-    ReleaseOutcomes as they finish. Closing the generator cancels what is in flight."""
+def run_on_ray(configs: dict[str, str], root: str, capacity: int):
+    """Each release (`configs`: version -> its --config text) as one Ray task (`num_cpus=1`),
+    at most `capacity` at once; yields ReleaseOutcomes as they finish. Closing the generator
+    cancels what is in flight."""
     import ray
 
     remote = ray.remote(num_cpus=1, max_retries=0)(run_release)
-    waiting = list(versions)
+    waiting = list(configs)
     in_flight: dict = {}
     try:
         while waiting or in_flight:
             while waiting and len(in_flight) < capacity:
                 version = waiting.pop(0)
-                in_flight[remote.remote(version, root, config_toml)] = version
+                in_flight[remote.remote(version, root, configs[version])] = version
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             for ref in ready:
                 version = in_flight.pop(ref)

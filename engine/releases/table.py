@@ -87,7 +87,7 @@ def _num(value: Any, digits: int = 0) -> str:
 
 
 def render(rows: Sequence[Row], left_out: Sequence[tuple[str, str]] = (),
-           workload: str = "") -> str:
+           workload: str = "", notes: Sequence[str] = ()) -> str:
     """The table (80 columns), then what differed, then what failed or was left out."""
     head = (f"{'vLLM':<8} {'preempt':>7} {'most/req':>8} {'tax':>5} {'stall':>5} "
             f"{'tok/sim s':>9} {'end':>10}  {'1st diff vs prev':<16}")
@@ -106,7 +106,7 @@ def render(rows: Sequence[Row], left_out: Sequence[tuple[str, str]] = (),
                    f"{_num(getattr(m, 'recompute_tax', None), 2):>5} "
                    f"{_num(getattr(m, 'longest_stall_steps', None)):>5} "
                    f"{_num(m.throughput_tok_s):>9} {end:>10}  {diff:<16}")
-    notes = []
+    given, notes = notes, []
     for row in rows:
         if row.metrics is not None and row.difference is not None:
             notes.append(f"{row.version} vs {row.compared_with}, first at step "
@@ -118,6 +118,7 @@ def render(rows: Sequence[Row], left_out: Sequence[tuple[str, str]] = (),
             notes.append(f"{row.version}: failed: {row.failed}")
     notes += [f"{version}: left out (refused by the release table: {why})"
               for version, why in left_out]
+    notes = list(given) + notes
     out.append("")
     for note in notes:
         out += textwrap.wrap(note, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
