@@ -65,7 +65,7 @@ class Releases(CLISubcommand):
         elif not args.serial:
             from engine.sweep.ray_pool import require_ray
 
-            require_ray()
+            require_ray("releases", "releases")
         out_dir = Path(args.output or f"recordings/releases-{time.strftime('%Y%m%d-%H%M%S')}")
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
