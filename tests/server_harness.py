@@ -37,7 +37,8 @@ def server_env(**extra: str) -> dict[str, str]:
     """The environment for a server and its clients, as a user's shell would give it: the
     observatory importable (the dotted executor path), offline, no usage stats, and vLLM's
     logging its own (not the test process's, whose `import engine` switched it off)."""
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    given = extra.pop("PYTHONPATH", None)  # a sim platform's plugin path: kept, with ours
+    path = os.pathsep.join(p for p in (given, str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ)
     env.pop("VLLM_CONFIGURE_LOGGING", None)  # importing engine set it in the test process
     return {**env, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1",

@@ -29,19 +29,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine.adapters.v1.platform import PLUGIN_SWITCH, sim_env
+from engine.adapters.v1.platform import PLATFORM_KEYS, sim_env
 from server_harness import Server, free_port, server_env, venv_bin
 from v1_required import needs_v1
 
 pytestmark = needs_v1
 
-V1_SIM_ENV = {**{k: v for k, v in sim_env().items()
-                 if k in ("VLLM_TARGET_DEVICE", PLUGIN_SWITCH)}, "PYTHONHASHSEED": "0"}
+V1_SIM_ENV = {**{k: v for k, v in sim_env().items() if k in PLATFORM_KEYS},
+              "PYTHONHASHSEED": "0"}
 """What `observatory exec --sim` sets for the platform, given by hand for the explicit forms:
 the CUDA wheel cannot infer a platform without a GPU, in the API server's process as in the
 engine core's (which inherits it); the sim executor runs nothing on it. Up to 0.33
-`VLLM_TARGET_DEVICE=cpu`; from 0.34 `OBSERVATORY_SIM_PLATFORM=1`, the observatory's platform
-plugin (engine.adapters.v1.platform)."""
+`VLLM_TARGET_DEVICE=cpu`; from 0.34 (and on 0.24, 0.27.1) PYTHONPATH with the observatory's
+platform plugin's directory (engine.adapters.v1.platform.PLUGIN_PATH)."""
 GRACE = ("--shutdown-timeout", "5")
 """vLLM (0.33 on) kills its engine-core process at once on shutdown unless given a grace period;
 with one, the process ends normally and seals its recording (RunFinished)."""

@@ -317,12 +317,20 @@ def test_the_sim_worker_reports_each_job_once_when_its_bytes_have_moved():
     def cpu(n: int) -> Any:
         return CPULoadStoreSpec(list(range(n)))
 
+    def job(req_id: str, src: Any, dst: Any) -> Any:
+        """A TransferJob as the release builds one: (src, dst) in one `transfer_spec` pair on
+        0.24, `src_spec` and `dst_spec` from 0.29 (tier_v024)."""
+        import dataclasses
+
+        if "transfer_spec" in {f.name for f in dataclasses.fields(TransferJob)}:
+            return TransferJob(req_id, (src, dst))
+        return TransferJob(req_id, src, dst)
+
     worker = SimOffloadWorker(block, 1e9)
     worker.min_step_s = lambda: 0.005
     meta = OffloadingConnectorMetadata(
-        load_jobs={1: TransferJob("a", cpu(8), gpu(8))},
-        store_jobs={2: TransferJob("b", gpu(16), cpu(16)), 3: TransferJob("c", gpu(16),
-                                                                          cpu(16))})
+        load_jobs={1: job("a", cpu(8), gpu(8))},
+        store_jobs={2: job("b", gpu(16), cpu(16)), 3: job("c", gpu(16), cpu(16))})
     out = worker.step(meta)
     assert out.kv_connector_worker_meta.completed_jobs == {1: 1}
     assert out.finished_recving == {"a"} and out.finished_sending == set()

@@ -62,14 +62,12 @@ def test_an_unsupported_version_names_the_nearest_release_and_its_command(monkey
 
 
 def test_the_nearest_release_is_the_closest_by_version_number():
-    from engine.adapters.versions import nearest
+    from engine.adapters.versions import KNOWN, nearest
 
-    assert nearest("0.4.3").version == "0.5.0.post1"
-    assert nearest("0.5.4").version == "0.5.0.post1"  # the same minor line before the next
-    assert nearest("0.6.4").version == "0.6.3.post1"
-    assert nearest("0.33.1").version == "0.33.0"
-    newest = max(SUPPORTED, key=lambda r: tuple(int(x) for x in r.version.split(".")[:3]))
-    assert nearest("0.99.0") == newest
+    assert nearest("0.4.3").version == KNOWN[0].version  # the oldest the table resolves
+    assert nearest("0.33.1").version == "0.33.0"  # the same minor line before the next
+    assert nearest("0.6.3.post2").version == "0.6.3.post1"
+    assert nearest("0.99.0") == KNOWN[-1]
 
 
 def test_versions_command_lists_the_releases():
@@ -221,17 +219,21 @@ def test_the_shipped_recording_of_the_installed_release_verifies():
     assert "abort at step" in result.message
 
 
-def test_a_covered_release_resolves_to_its_rows_family_and_a_trial_to_the_named_row(monkeypatch):
-    from engine.adapters.versions import TRY_RELEASE
+def test_every_release_of_the_table_resolves_to_its_row_and_a_trial_to_the_named_one(
+        monkeypatch):
+    from engine.adapters.versions import KNOWN, TRY_FAMILY, TRY_RELEASE
 
     monkeypatch.delenv(TRY_RELEASE, raising=False)
-    for row in SUPPORTED:
-        for version in row.covers:
-            assert release_for(version) is row
-            assert release_for(f"{version}+cu129") is row
+    monkeypatch.delenv(TRY_FAMILY, raising=False)
+    for row in KNOWN:
+        assert release_for(row.version) is row
+        assert release_for(f"{row.version}+cu129") is row
     assert release_for("0.17.1") is None
     monkeypatch.setenv(TRY_RELEASE, SUPPORTED[-1].version)
     assert release_for("0.17.1") is SUPPORTED[-1]  # bench/v1_releases.py trying a family
     assert release_for(SUPPORTED[0].version) is SUPPORTED[0]  # a listed release stays its own
     monkeypatch.setenv(TRY_RELEASE, "9.9.9")
     assert release_for("0.17.1") is None
+    monkeypatch.setenv(TRY_FAMILY, "v019+plugin")  # a family module no row uses yet
+    tried = release_for("0.35.0")
+    assert (tried.family, tried.engine, tried.sim_plugin, tried.extra) == ("v019", "v1", True, "")

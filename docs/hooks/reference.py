@@ -169,21 +169,40 @@ def gen_policies() -> str:
 
 
 def gen_releases() -> str:
-    """SUPPORTED as a table: a release added there appears on every page that shows it."""
-    from engine.adapters.versions import DEFAULT, SUPPORTED
+    """Every row of the release table (engine/adapters/releases.json): the family each release
+    resolves to, the date and figures of the bench run that earned it, or what is missing; a
+    release the bench adds appears here at the next build."""
+    from engine.adapters.release_table import load
+    from engine.adapters.versions import DEFAULT, KNOWN
 
-    out = ["| vLLM | engine | adapter family | also resolves | extra | install | override |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
-    for release in SUPPORTED:
-        override = ROOT / "overrides" / f"{release.extra}.txt"
-        uv = f"uv pip install -e '.[{release.extra},test]'"
-        if override.exists():
-            uv += f" --override overrides/{release.extra}.txt"
-        shown = f"`overrides/{release.extra}.txt`" if override.exists() else "–"
-        out.append(f"| {release.version}{' (default)' if release is DEFAULT else ''} | "
-                   f"{release.engine.upper()} | `{release.family}` | "
-                   f"{', '.join(release.covers) or '–'} | `{release.extra}` | "
-                   f"`{uv}` | {shown} |")
+    by_version = {r.version: r for r in KNOWN}
+    out = ["| vLLM | engine | resolves to | earned | the bench: `off` / the fix | install |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for row in load():
+        release = by_version.get(row.version)
+        if release is None:
+            out.append(f"| {row.version} | {row.engine.upper()} | refused: {cell(row.refused)} "
+                       f"| – | – | – |")
+            continue
+        figures = "–"
+        bench = row.bench
+        if bench is not None and bench.off_max_preemptions is not None:
+            figures = (f"{bench.off_max_preemptions} / {bench.fix_max_preemptions} "
+                       f"(most preemptions of one request, `{bench.preset}`, {bench.steps} "
+                       f"steps, `{bench.fix}`); verify {bench.verify}")
+        elif bench is not None:
+            fixed = (f"`{bench.fix}` ran {bench.fix_steps:,} steps" if bench.fix_steps
+                     else f"`{bench.fix}` aborted")
+            figures = (f"aborts at step {bench.off_abort_step:,}; {fixed} (`{bench.preset}`); "
+                       f"verify {bench.verify}")
+        if bench is not None and bench.load is not None:
+            figures += f" (load {bench.load:.1f})"
+        install = f"`{release.install}`"
+        if release.ci:
+            install = f"CI line `{release.extra}`: {install}"
+        default = " (default)" if release is DEFAULT else ""
+        out.append(f"| {row.version}{default} | {row.engine.upper()} | `{row.family}` | "
+                   f"{row.earned or '–'} | {figures} | {cell(install)} |")
     return "\n".join(out)
 
 

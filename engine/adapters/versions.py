@@ -8,58 +8,70 @@ names every supported release and the command that installs it.
 
 Families group releases whose scheduler and engine APIs the hooks treat alike
 (engine/adapters/<engine>/family_*.py); `family()` imports the installed release's module.
+Which release resolves to which family, and which are refused and why, is one data file,
+engine/adapters/releases.json (engine.adapters.release_table), written by the releases benches.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
+from engine.adapters import release_table
 from engine.errors import EngineError
 
 
 @dataclass(frozen=True)
 class Release:
     version: str  # vllm.__version__ without a local "+..." part
-    extra: str  # this package's extra that pins it and its companions
+    extra: str  # this package's extra that pins it and its companions ("": no CI line)
     family: str  # engine.adapters.<engine>.family_<family>
     engine: str = "v0"  # the engine kind this release runs: "v0" (LLMEngine) or "v1" (EngineCore)
-    covers: tuple[str, ...] = ()
-    """Other releases that resolve to this row's family: each was installed and run through
-    bench/v1_releases.py (v1-thrash under off and whole-context, verified), not only read.
-    CI runs the row's own release."""
     # The release's wheel pins a package the index lacks: its install needs the clone's
     # overrides/<extra>.txt, which only uv takes (`--override`; pip has no such option).
     override: bool = False
-    # Its V1 sim runs on the observatory's own vLLM platform (a platform plugin,
-    # engine.adapters.v1.platform), not on vLLM's CPU platform, which from 0.34 refuses to
-    # configure any engine on x86 without triton-cpu.
+    # Its V1 sim runs on the observatory's own vLLM platform (engine.adapters.v1.sim_platform),
+    # not on vLLM's CPU platform: a release that resolves its platform while `import vllm`
+    # runs (0.24, 0.27.1) or whose CPU platform refuses any engine on x86 without triton-cpu
+    # (0.34).
     sim_plugin: bool = False
+    pins: tuple[str, ...] = ()  # a release with no extra: its companions beside vllm==version
+    earned: str = field(default="", compare=False)  # the date a bench earned it its family
+    bench: Any = field(default=None, compare=False)  # that run's figures (release_table.Bench)
+
+    @property
+    def ci(self) -> bool:
+        """A CI line runs it (it has its own extra in pyproject.toml)."""
+        return bool(self.extra)
 
     @property
     def install(self) -> str:
+        if not self.extra:
+            pins = " ".join(f"'{pin}'" for pin in (f"vllm=={self.version}", *self.pins))
+            return f"pip install -e '.[test]' {pins}"
         if self.override:
             return (f"uv pip install -e '.[{self.extra},test]' "
                     f"--override overrides/{self.extra}.txt")
         return f"pip install -e '.[{self.extra},test]'"
 
 
-SUPPORTED: tuple[Release, ...] = (
-    Release("0.5.0.post1", "vllm050", "v050"),
-    Release("0.6.3.post1", "vllm063", "v054_063"),
-    Release("0.7.3", "vllm073", "v064_0102"),
-    Release("0.10.2", "vllm0102", "v064_0102"),
-    Release("0.18.0", "vllm0180", "v018", engine="v1"),
-    # 0.27.1 (#53130 was filed against it) reads as 0.29 for everything the observatory
-    # touches, but resolves its platform while `import vllm` runs (torch_utils' PIN_MEMORY) and
-    # ignores VLLM_TARGET_DEVICE: without a GPU that is UnspecifiedPlatform ("Device string must
-    # not be empty"), so its sim runs on the platform plugin, which vLLM consults even there.
-    Release("0.27.1", "vllm0271", "v029", engine="v1", sim_plugin=True),
-    Release("0.29.0", "vllm0290", "v029", engine="v1"),
-    Release("0.33.0", "vllm033", "v033", engine="v1", covers=("0.31.0", "0.32.0")),
-    Release("0.34.0", "vllm034", "v034", engine="v1", override=True, sim_plugin=True),
-)
+def _from_table() -> tuple[tuple[Release, ...], dict[str, str]]:
+    rows = release_table.load()
+    known = tuple(Release(r.version, r.extra, r.family, engine=r.engine, override=r.override,
+                          sim_plugin=r.sim_plugin, pins=tuple(r.pins), earned=r.earned,
+                          bench=r.bench)
+                  for r in rows if r.family)
+    return known, {r.version: r.refused for r in rows if not r.family}
+
+
+KNOWN, REFUSED = _from_table()
+"""KNOWN: every release that resolves to a family (engine/adapters/releases.json), oldest
+first; REFUSED: every release the table refuses, with why (what is missing), in one line."""
+SUPPORTED: tuple[Release, ...] = tuple(r for r in KNOWN if r.ci)
+"""The releases a CI line runs, each with its own extra (the other KNOWN ones were run by the
+releases bench and resolve to one of these rows' families)."""
 DEFAULT = SUPPORTED[0]
 
 
@@ -88,20 +100,31 @@ def installed_version() -> str | None:
 
 
 TRY_RELEASE = "OBSERVATORY_TRY_RELEASE"
-"""bench/v1_releases.py sets it to a supported release's version to try an installed vLLM
-that no row covers yet with that row's family (how a release earns its place in `covers`)."""
+"""bench/v1_releases.py sets it to a known release's version to try an installed vLLM that no
+row resolves yet with that row's family and platform (how a release earns its row)."""
+
+
+TRY_FAMILY = "OBSERVATORY_TRY_FAMILY"
+"""bench/v1_releases.py sets it to a family module no row uses yet (`v019`, or `v019+plugin` to
+run its sim on the observatory's platform) to try an installed vLLM the table does not
+resolve: how a new family earns its first row."""
 
 
 def release_for(version: str | None) -> Release | None:
     if version is None:
         return None
     base = version.split("+", 1)[0]
-    found = next((r for r in SUPPORTED if r.version == base or base in r.covers), None)
+    found = next((r for r in KNOWN if r.version == base), None)
     if found is None:
         import os
 
         trial = os.environ.get(TRY_RELEASE)
-        found = next((r for r in SUPPORTED if r.version == trial), None) if trial else None
+        found = next((r for r in KNOWN if r.version == trial), None) if trial else None
+        family_trial = os.environ.get(TRY_FAMILY)
+        if found is None and family_trial:
+            name, _, plugin = family_trial.partition("+")
+            engine = "v0" if _numbers(base)[:2] <= (0, 10) else "v1"
+            found = Release(base, "", name, engine=engine, sim_plugin=plugin == "plugin")
     return found
 
 
@@ -116,18 +139,12 @@ def supported_line() -> str:
     return "; ".join(f"{r.version}: {r.install}" for r in SUPPORTED)
 
 
-def _numbers(version: str) -> tuple[int, ...]:
-    """`0.6.3.post1` -> (0, 6, 3, 1): enough order to find the nearest release."""
-    parts = []
-    for piece in version.split("+", 1)[0].replace("post", "").replace("rc", ".").split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+_numbers = release_table.numbers
 
 
 def nearest(version: str) -> Release:
-    """The supported release closest to `version` (ties: the newer one), for the one line that
-    refuses an unsupported vLLM: a user on 0.17.1 is told 0.18.0, one on 0.30.1 0.29.0."""
+    """The known release closest to `version` (ties: the newer one), for the one line that
+    refuses an unsupported vLLM: a user on 0.17.1 is told 0.18.0, one on 0.33.1 0.33.0."""
     width = 4
     target = (_numbers(version) + (0,) * width)[:width]
 
@@ -138,7 +155,7 @@ def nearest(version: str) -> Release:
             return (0,)
         return (width - first, abs(mine[first] - target[first]), -mine[first])
 
-    return min(SUPPORTED, key=distance)
+    return min(KNOWN, key=distance)
 
 
 def unsupported_line(version: str | None) -> str:
@@ -146,8 +163,10 @@ def unsupported_line(version: str | None) -> str:
     if version is None:
         return f"no vLLM is installed; supported: {supported_line()}"
     near = nearest(version)
-    return (f"vLLM {version} is not supported; the nearest supported release is "
-            f"{near.version} ({near.install}); all: {', '.join(r.version for r in SUPPORTED)}")
+    why = REFUSED.get(version.split("+", 1)[0])
+    return (f"vLLM {version} is not supported{f' ({why})' if why else ''}; the nearest "
+            f"supported release is {near.version} ({near.install}); all: "
+            f"{', '.join(r.version for r in KNOWN)}")
 
 
 def require_supported() -> Release:

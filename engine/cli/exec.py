@@ -102,7 +102,7 @@ class Exec(CLISubcommand):
             env[SCRIBES_DIR_ENV] = scribes
         if args.sim:
             env["OBSERVATORY_SIM"] = "1"
-            env.update(_v1_sim_env())
+            env.update(_v1_sim_env(env["PYTHONPATH"]))
         hub = None
         try:
             if args.serve:
@@ -198,8 +198,9 @@ def _forward(child: subprocess.Popen, signum: int) -> None:
         pass
 
 
-def _v1_sim_env() -> dict[str, str]:
-    """What a V1 sim engine needs before its interpreter starts (engine.adapters.v1.platform);
+def _v1_sim_env(pythonpath: str) -> dict[str, str]:
+    """What a V1 sim engine needs before its interpreter starts (engine.adapters.v1.platform),
+    its PYTHONPATH `pythonpath` with the sim platform's plugin where the release needs it;
     nothing for V0."""
     from engine.adapters.versions import installed_version, release_for
 
@@ -208,7 +209,8 @@ def _v1_sim_env() -> dict[str, str]:
         return {}
     from engine.adapters.v1.platform import HASH_SEED, sim_env
 
-    env = {k: v for k, v in sim_env(release).items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}
+    env = {k: v for k, v in sim_env(release, pythonpath).items()
+           if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}
     return {**env, "PYTHONHASHSEED": HASH_SEED}
 
 

@@ -20,6 +20,7 @@ from engine.cli.exec import Exec
 from engine.cli.export import Export
 from engine.cli.fit import Fit
 from engine.cli.import_log import ImportLog
+from engine.cli.releases import Releases
 from engine.cli.run import Run
 from engine.cli.serve import Serve
 from engine.cli.summary import Summary
@@ -34,7 +35,7 @@ from engine.safe_text import safe
 
 HEADLESS: tuple[CLISubcommand, ...] = (
     Run(), Serve(), Exec(), Engines(), Summary(), Compare(), Export(), Verify(), ImportLog(),
-    Fit(), Sweep(), SweepReport(), Versions(), TinyModel())
+    Fit(), Sweep(), SweepReport(), Releases(), Versions(), TinyModel())
 """Every headless subcommand, in the order `--help` lists them."""
 
 

@@ -11,6 +11,7 @@ import sys
 import msgspec
 
 from engine.cli.base import CLISubcommand
+from engine.cli.ray_flags import add_ray_flags
 from engine.cli.run_flags import add_run_flags, spec_from_args
 from engine.errors import ConfigError
 from engine.exit_status import ExitStatus
@@ -56,20 +57,10 @@ class Sweep(CLISubcommand):
                             "them)")
         g.add_argument("--no-report", action="store_true",
                        help="do not print the report at the end")
-        x = parser.add_argument_group("execution")
-        x.add_argument("--workers", type=int, metavar="N",
-                       help="cells at once (default: one per core; on a cluster: its CPUs)")
-        x.add_argument("--address", metavar="HOST:PORT",
-                       help="join a running Ray cluster (HOST:PORT, or auto) instead of "
-                            "starting a local Ray runtime")
-        x.add_argument("--node-ip-address", metavar="IP",
-                       help="this machine's address as Ray should see it (e.g. 127.0.0.1)")
-        x.add_argument("--ray-temp-dir", metavar="DIR", help="Ray's temp/session directory")
+        x = add_ray_flags(parser, "cells")
         x.add_argument("--retries", type=int, default=1, metavar="N",
                        help="run a cell again up to N times when its worker is lost "
                             "(default 1)")
-        x.add_argument("--serial", action="store_true",
-                       help="no Ray: run the cells one by one in this process")
 
     def cmd(self, args: argparse.Namespace) -> int:
         from engine.sweep.driver import Collector, plan

@@ -62,15 +62,15 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
                           f"{exc.strerror or exc}; is `ray start --head` running there?") from None
 
 
-def require_ray() -> None:
+def require_ray(command: str = "sweep", units: str = "cells") -> None:
     """One line, before anything is written, when this environment has no Ray: a plain
-    `pip install -e .` beside a user's own vLLM may lack it (the vLLM extras bring it)."""
+    `pip install -e .` beside a user's own vLLM may lack it (most vLLM extras bring it)."""
     import importlib.util
 
     if importlib.util.find_spec("ray") is None:
-        raise ConfigError("sweep runs its cells on Ray, which is not installed here: "
-                          "pip install 'ray[default]' (the vLLM extras bring it), or add "
-                          "--serial to run the cells one by one without Ray")
+        raise ConfigError(f"{command} runs its {units} on Ray, which is not installed here: "
+                          f"pip install 'ray[default]' (most vLLM extras bring it), or add "
+                          f"--serial to run the {units} one by one without Ray")
 
 
 @contextlib.contextmanager

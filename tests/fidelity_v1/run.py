@@ -23,7 +23,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from engine.adapters.v1.platform import PLUGIN_SWITCH, sim_env
+from engine.adapters.v1.platform import PLATFORM_KEYS, sim_env
 from tests.fidelity_v1.vllm_tests import SCHEDULER_TESTS, VERSION, hf_cache, tests_root
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,13 +71,13 @@ def run(policy: str | None, k: str | None = None, timeout_s: float = 1800.0
             cmd += ["-k", k]
         # the sim's platform: vLLM's CPU platform, or from 0.34 (whose CPU platform refuses
         # without triton-cpu) the observatory's (engine.adapters.v1.platform)
-        platform = {k: v for k, v in sim_env().items()
-                    if k in ("VLLM_TARGET_DEVICE", PLUGIN_SWITCH)}
+        platform = {k: v for k, v in sim_env().items() if k in PLATFORM_KEYS}
+        sim_path = platform.pop("PYTHONPATH", "")  # the sim platform's plugin, if it has one
         env = dict(os.environ, PYTHONHASHSEED="0", **platform,
                    HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(hf_cache()),
                    # the plugin by its own name: `tests` is vLLM's package in this run
                    PYTHONPATH=os.pathsep.join([str(REPO), str(Path(__file__).parent),
-                                               str(root)]))
+                                               str(root), *filter(None, [sim_path])]))
         done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
                               timeout=timeout_s)
         if not xml.exists():

@@ -24,6 +24,9 @@ SDISTS: dict[str, tuple[str, str]] = {
                "ed48c497572a41552cc71b5ede15291d882c546a01df27ed42944eb3b3ad/vllm-0.18.0.tar.gz",
                "9a1bee091db8dbb4664a2a09cd9c61912e9912a44af1ce12b8593a231d05971c"),
     # version: (the sdist's URL, its sha256), as PyPI's simple index lists them
+    "0.24.0": ("https://files.pythonhosted.org/packages/d4/17/"
+               "ea541f9ffb31d438ed6a5a8e1f7b9805410664abf97e326f28416147a5da/vllm-0.24.0.tar.gz",
+               "0862453adc1f3339f1a0c9dca1179c34d6ed6e118f87b6e5bddd120af614ac66"),
     "0.29.0": ("https://files.pythonhosted.org/packages/88/fe/"
                "d87b6daf7f02a16464b50685dcf8e0ee7c6e12ad4d2b7107c41717d8566c/vllm-0.29.0.tar.gz",
                "c03feb07943ecae9e69e7dc424d7c5569ecf8d1292513aef2a4de67af381cd97"),

@@ -3,13 +3,19 @@
 - the platform: the CUDA wheel on a machine without a GPU cannot infer one ("Failed to infer
   device type"), and the sim executor runs nothing on any. Up to 0.33, `VLLM_TARGET_DEVICE=cpu`
   (vLLM's CPU platform). From 0.34 that platform refuses to configure an engine on x86 without
-  triton-cpu, which its model runner needs and the sim does not: a release whose Release row
-  says `sim_plugin` runs its sim on the observatory's own platform instead, given to vLLM the
-  way vLLM takes an out-of-tree platform: a `vllm.platform_plugins` entry point
-  (`vllm_platform_plugin` below, declared in pyproject.toml) that names it only in a process
-  with `OBSERVATORY_SIM_PLATFORM=1`, and `VLLM_TARGET_DEVICE` left at vLLM's default, `cuda`
-  (an explicit `cpu` skips the plugins). The platform is engine.adapters.v1.sim_platform;
-  everywhere else the plugin says None and vLLM detects its platform as it would without it.
+  triton-cpu, which its model runner needs and the sim does not, and 0.24 and 0.27.1 resolve
+  their platform while `import vllm` runs, ignoring `VLLM_TARGET_DEVICE`: a release whose
+  Release row says `sim_plugin` runs its sim on the observatory's own platform instead, given to
+  vLLM the way vLLM takes an out-of-tree platform, a `vllm.platform_plugins` entry point
+  (`vllm_platform_plugin` below), with `VLLM_TARGET_DEVICE` left at vLLM's default, `cuda` (an
+  explicit `cpu` skips the plugins). The platform is engine.adapters.v1.sim_platform.
+  The entry point is not the observatory's package metadata: vLLM lists every plugin of its
+  groups in every process that imports it ("Available plugins for group
+  vllm.platform_plugins"), and a vLLM the observatory does not watch must see no trace of it.
+  It is declared by a distribution of its own, `PLUGIN_PATH` (a directory holding only its
+  `.dist-info`), which importlib finds only on a process's path: the observatory puts it
+  there in the processes that run a sim engine (`sys.path` in its own, `PYTHONPATH` in those it
+  starts) and nowhere else.
   A release that does not choose its platform from `VLLM_TARGET_DEVICE` at all (0.18 detects
   the CPU only in a CPU build) has its family install vLLM's own CpuPlatform instead
   (`install_sim_platform`).
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError
@@ -42,30 +49,43 @@ SIM_ENV = {
     "VLLM_DISABLE_REQUEST_ID_RANDOMIZATION": "1",
 }
 """The sim environment of a release that runs its sim on vLLM's CPU platform (to 0.33)."""
-PLUGIN_SWITCH = "OBSERVATORY_SIM_PLATFORM"
-PLUGIN_NAME = "observatory_sim"  # the entry point's name (pyproject.toml), for VLLM_PLUGINS
+PLUGIN_NAME = "observatory_sim"  # the entry point's name, for VLLM_PLUGINS
+PLUGIN_PATH = Path(__file__).with_name("sim_plugin_path")
+"""A directory with one distribution's metadata, `vllm_observatory_sim_platform`, whose
+`vllm.platform_plugins` entry point is PLUGIN_NAME (`vllm_platform_plugin`): on a process's
+path, vLLM finds the sim's platform; off it (everywhere the observatory starts nothing), vLLM
+finds no plugin of the observatory's."""
 PLUGIN_SIM_ENV = {
     "VLLM_TARGET_DEVICE": "cuda",  # vLLM's default: platform detection consults the plugins
-    PLUGIN_SWITCH: "1",
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_DISABLE_REQUEST_ID_RANDOMIZATION": "1",
 }
-"""The sim environment of a release whose sim runs on the observatory's platform plugin."""
+"""The sim environment of a release whose sim runs on the observatory's platform plugin
+(beside PYTHONPATH with PLUGIN_PATH: `sim_env`)."""
+PLATFORM_KEYS = ("VLLM_TARGET_DEVICE", "PYTHONPATH", "VLLM_PLUGINS")
+"""The variables of `sim_env` that choose the sim's platform: what a `vllm serve` started by
+hand with the sim executor needs (the others are the observatory's own run settings)."""
 SIM_PLATFORM = "engine.adapters.v1.sim_platform.SimCpuPlatform"
 HASH_SEED = "0"
 
 
-def vllm_platform_plugin() -> str | None:
-    """vLLM's `vllm.platform_plugins` entry point: the sim's platform in a process that asked
-    for it (PLUGIN_SWITCH), None anywhere else. vLLM calls it in every process of an
-    environment that has the observatory installed, while it resolves its platform: it only
-    reads the environment, and imports nothing."""
-    return SIM_PLATFORM if os.environ.get(PLUGIN_SWITCH) == "1" else None
+def vllm_platform_plugin() -> str:
+    """vLLM's `vllm.platform_plugins` entry point: the sim's platform. Reachable only in a
+    process whose path holds PLUGIN_PATH, which the observatory gives only to the processes
+    that run a sim engine. It imports nothing."""
+    return SIM_PLATFORM
 
 
-def sim_env(release: Any = None) -> dict[str, str]:
+def _with_plugin_path(pythonpath: str | None) -> str:
+    """PYTHONPATH with PLUGIN_PATH in it (first, once)."""
+    parts = [p for p in (pythonpath or "").split(os.pathsep) if p and p != str(PLUGIN_PATH)]
+    return os.pathsep.join([str(PLUGIN_PATH), *parts])
+
+
+def sim_env(release: Any = None, pythonpath: str | None = None) -> dict[str, str]:
     """The environment a sim engine of `release` (default: the installed one) needs, beside
-    PYTHONHASHSEED."""
+    PYTHONHASHSEED. `pythonpath`: the PYTHONPATH the process will otherwise have (default:
+    this one's), which a release on the sim's platform gets with PLUGIN_PATH added."""
     if release is None:
         from engine.adapters.versions import installed_version, release_for
 
@@ -73,6 +93,8 @@ def sim_env(release: Any = None) -> dict[str, str]:
     if release is None or not release.sim_plugin:
         return dict(SIM_ENV)
     env = dict(PLUGIN_SIM_ENV)
+    env["PYTHONPATH"] = _with_plugin_path(pythonpath if pythonpath is not None
+                                          else os.environ.get("PYTHONPATH"))
     allowed = os.environ.get("VLLM_PLUGINS")
     if allowed is not None and PLUGIN_NAME not in allowed.split(","):
         env["VLLM_PLUGINS"] = f"{allowed},{PLUGIN_NAME}" if allowed else PLUGIN_NAME
@@ -80,8 +102,8 @@ def sim_env(release: Any = None) -> dict[str, str]:
 
 
 def _plugin_registered() -> bool:
-    """Whether this environment's observatory declares the platform plugin (an install made
-    from a pyproject.toml without it does not: reinstalling fixes it)."""
+    """Whether vLLM will find the sim's platform plugin in this process: PLUGIN_PATH on the
+    path (`prepare_sim_process` puts it there) and its metadata installed with the package."""
     from importlib.metadata import entry_points
 
     return any(ep.name == PLUGIN_NAME for ep in entry_points(group="vllm.platform_plugins"))
@@ -100,10 +122,13 @@ def prepare_sim_process() -> None:
                           "`PYTHONHASHSEED=0 observatory ...` (the observatory command sets it "
                           "itself)")
     env = sim_env()
-    if PLUGIN_SWITCH in env and not _plugin_registered():
-        raise ConfigError("this environment's observatory install does not declare its vLLM "
-                          "platform plugin, which the sim needs on this vLLM: reinstall it "
-                          "(pip install -e . in the clone)")
+    if "PYTHONPATH" in env:
+        if str(PLUGIN_PATH) not in sys.path:
+            sys.path.append(str(PLUGIN_PATH))  # importlib.metadata reads sys.path at each call
+        if not _plugin_registered():
+            raise ConfigError(f"this observatory install lacks {PLUGIN_PATH}, the vLLM "
+                              f"platform plugin the sim needs on this vLLM: reinstall it "
+                              f"(pip install -e . in the clone)")
     os.environ.update(env)
     install_sim_platform()
     platforms = sys.modules.get("vllm.platforms")
@@ -129,7 +154,7 @@ def install_sim_platform() -> None:
 
 def child_env(env: dict[str, str]) -> dict[str, str]:
     """`env` for a child process that may run a V1 sim engine."""
-    return {**env, "PYTHONHASHSEED": HASH_SEED, **sim_env()}
+    return {**env, "PYTHONHASHSEED": HASH_SEED, **sim_env(pythonpath=env.get("PYTHONPATH"))}
 
 
 def reexec_for_v1_sim(argv: list[str]) -> None:
