@@ -1,7 +1,8 @@
 """Every exit status the `observatory` command can end with, and what sets it: the one map.
 
     0   OK              done: the run finished or reached --max-steps, the file was written
-    1   DIFFERENCE      `verify` found a difference; some of a sweep's cells failed
+    1   DIFFERENCE      `verify` found a difference; some of a sweep's cells failed; `hunt`
+                        found a bug (its bundles say what)
     2   USAGE           bad input, one line on stderr: any ObservatoryError (a flag, a damaged
                         recording, a refused connection, an engine that cannot be built), or
                         stdout/stderr that cannot be written

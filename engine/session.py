@@ -141,12 +141,14 @@ class Session:
     def __init__(self, spec: RunSpec, *, on_progress: ProgressFn | None = None,
                  on_state: StateFn | None = None, freeze_gc: bool = True,
                  wall_paced: bool | None = None, pace: float | None = None,
-                 guard: progress.ProgressGuard | None = None) -> None:
+                 guard: progress.ProgressGuard | None = None,
+                 driver: EngineDriver | None = None) -> None:
         self.spec = spec
         self._guard = guard or progress.ProgressGuard()  # never hang: engine.analysis.progress
         self._busy_since: float | None = None  # perf_counter() when the step in hand started
         self._abandoned = False  # the guard ended a run whose step never returned
         self._ended = threading.Event()  # set with RunFinished: the guard's thread stops
+        self.engine_error: BaseException | None = None  # what vLLM raised, if it did
         self._pace = _check_pace(pace)  # steps per second; None runs as fast as it goes
         self._last_start: float | None = None  # perf_counter() when the last step started
         self.header: Header | None = None
@@ -157,6 +159,7 @@ class Session:
         self._accepting = threading.Lock()  # guards _over against a command racing the end
         self._over = False
         self._driver: EngineDriver | None = None
+        self._warm = driver  # an engine built before, reset for this spec (hunt's warm engines)
         self._thread: threading.Thread | None = None
         self._policy = parse_policy(spec.policy)
         self._on_progress = on_progress or (lambda stage, detail: None)
@@ -196,7 +199,7 @@ class Session:
         for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
             require_policy(policy, kind)
         self._on_progress("building the engine", "")
-        driver = open_driver(spec, self._policy)
+        driver = self._warm or open_driver(spec, self._policy)
         self._on_progress("building the engine", driver.blocks_line())
         self._workload = Workload(spec, driver.max_model_len, driver.count_tokens,
                                   fan_out_samples=driver.kind == "v1")
@@ -324,6 +327,7 @@ class Session:
                                message=str(exc)))
             reason, last = "bad_trace", None
         except _EngineFault as fault:  # vLLM raised: that is an engine abort
+            self.engine_error = fault.cause  # with its traceback, for the hunt's report
             self._emit_logs(self._step)
             reason, last = "aborted", self._abort_record(fault.cause)
         except _ObserverFault as fault:
