@@ -84,6 +84,11 @@ class Hunt(CLISubcommand):
                 result = run_hunt(SerialPool(), **kwargs)
             else:
                 result = _on_ray(args, out, progress, kwargs)
+        except KeyboardInterrupt:
+            progress.close()
+            sys.stderr.write(f"observatory hunt: interrupted; the bundles written so far are "
+                             f"in {out}\n")
+            return ExitStatus.INTERRUPTED
         finally:
             progress.close()
         (out / "report.json").write_text(report.to_json(result) + "\n")

@@ -12,10 +12,10 @@ swap blocks on V0 as a drawn share of them), `max_num_seqs`, the token budget, c
 and the preemption mode (V0), prefix caching, the full-ISL rule, a long-prefill threshold,
 async scheduling and the CPU tier (V1, where the release runs them on the sim). The
 workload: the policy (mostly `off`), samples per request (`n`), prompt and output length
-ranges (each request its own lengths in them), shared prompt prefixes, arrivals (all at once,
-Poisson at a drawn rate, or bursts), and how many requests: drawn one by one until their KV
-demand reaches a drawn multiple of the GPU blocks (so pressure, and preemption, are common),
-at most MAX_REQUESTS. Every range is the generator's own: it never reads engine/spec.py's
+ranges, how many requests (a few, a few dozen, up to MAX_REQUESTS), outputs sized so that the
+workload's KV demand is a drawn multiple of the GPU blocks (so pressure, and preemption, are
+common at any request count), shared prompt prefixes, and arrivals (all at once, Poisson at a
+drawn rate, or bursts). Every range is the generator's own: it never reads engine/spec.py's
 PRESETS, so what the hunt finds it finds from its own draws. Lengths stay within the model's
 context, so vLLM never refuses a request for its length: that would be our draw, not a bug.
 """
@@ -87,23 +87,23 @@ def engine_settings(seed: int, batch: int, caps: Caps) -> dict[str, Any]:
 def _rows(rng: random.Random, max_len: int, settings: dict[str, Any],
           shared_prompt: bool) -> list[Row]:
     n = settings["trace_n"]
-    long_model = max_len > 4096
-    lo = rng.choice([128, 512, 2048, 4096] if long_model else [16, 64, 256, 512])
+    count = rng.choice([rng.randint(1, 8), rng.randint(8, 32), rng.randint(32, MAX_REQUESTS)])
+    lo = rng.choice([128, 512, 2048, 4096] if max_len > 4096 else [16, 64, 256, 512])
     hi = min(lo * rng.choice([1, 2, 4, 8]), max_len - 300)
-    out_max = rng.choice([1, 16, 64, 256, 512, 1024, 1024])
-    out_lo = max(1, out_max // rng.choice([1, 4, 16]))
+    # the KV the workload would hold at once, as a drawn multiple of the GPU blocks: each
+    # request's output is sized to its share of it (so pressure, and preemption, are common
+    # at any request count); now and then outputs of one token (a P/D prefill node's load)
+    target = settings["num_gpu_blocks"] * rng.choice([0.3, 0.7, 1.5, 3.0, 8.0])
+    one_token = rng.random() < 0.15
     groups = rng.choice([1, 2, 4, 8]) if rng.random() < 0.3 else 0
     shared = rng.choice([1, 2, 4])
-    # KV demand to reach: a drawn multiple of the GPU blocks (V0's n samples fork one prompt;
-    # V1 runs n requests of their own)
-    target = settings["num_gpu_blocks"] * rng.choice([0.3, 0.7, 1.5, 3.0, 8.0])
     rows: list[Row] = []
-    demand = 0
-    while len(rows) < MAX_REQUESTS and (demand < target or not rows):
-        i = len(rows)
+    for i in range(count):
         prompt = rng.randint(lo, max(lo, hi))
-        output = min(rng.randint(out_lo, out_max), max_len - prompt - 1)
-        demand += -(-prompt // BLOCK) * (1 if shared_prompt else n) + n * -(-output // BLOCK)
+        prompt_blocks = -(-prompt // BLOCK) * (1 if shared_prompt else n)
+        share = max(1.0, target / count - prompt_blocks) / n  # V0's n samples fork one prompt
+        output = 1 if one_token else int(share * BLOCK * rng.uniform(0.5, 1.5)) + 1
+        output = max(1, min(output, max_len - prompt - 1))
         blocks = -(-prompt // TRACE_BLOCK)
         own = [1_000_000 + i * 64 + k for k in range(blocks)]
         if groups:
