@@ -115,7 +115,7 @@ def _on_ray(args: argparse.Namespace, out: Path, progress, kwargs):  # noqa: ANN
     from engine.hunt.pool import RayPool
     from engine.sweep.ray_pool import check_reachable, ray_runtime, require_ray
 
-    require_ray()
+    require_ray("hunt", "workloads")
     if args.address:
         check_reachable(args.address)
     log = out / "ray.log"

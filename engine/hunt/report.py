@@ -10,6 +10,7 @@ import time
 from typing import IO
 
 from engine.hunt.hunt import HuntReport
+from engine.sweep.progress import note_line
 
 WIDTH = 80
 LINE_INTERVAL_S = 5.0
@@ -36,11 +37,7 @@ class HuntProgress:
             self._bar.start()
 
     def note(self, text: str) -> None:
-        if self._bar is not None:
-            self._bar.console.print(text, highlight=False, markup=False)
-        else:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+        note_line(self._bar, self.stream, text)
 
     def advance(self, done: int, findings: int) -> None:
         if self._bar is not None:
@@ -75,13 +72,13 @@ def table(report: HuntReport) -> str:
     if not report.findings:
         lines.append(f"  nothing found in {ran} workloads")
         return "\n".join(lines)
-    header = f"{'#':>2} {'detector':<13}{'policy':<17}{'workload':>8} {'requests':>9} " \
+    header = f"{'#':>2} {'detector':<14}{'policy':<16}{'workload':>8} {'requests':>9} " \
              f"{'step':>6} {'seen':>5} {'repro':>5}"
     lines += ["", header, "-" * len(header)]
     for number, f in enumerate(report.findings, 1):
         small = len(f.minimal.rows) if f.minimal is not None else f.requests
         step = f.minimal_outcome.fired(f.hit.detector) if f.minimal_outcome else None
-        lines.append(f"{number:>2} {f.hit.detector:<13}{f.policy[:16]:<17}{f.index:>8} "
+        lines.append(f"{number:>2} {f.hit.detector:<14}{f.policy[:15]:<16}{f.index:>8} "
                      f"{f'{f.requests}->{small}':>9} "
                      f"{(step or f.hit).step:>6} {f.repeats + 1:>5} "
                      f"{'yes' if f.reproduced else 'no':>5}")
