@@ -56,8 +56,8 @@ def batch(caps, seed: int, number: int, per_batch: int, warm: bool) -> tuple[flo
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--pairs", type=int, default=5, help="batches run both ways")
-    parser.add_argument("--cold", type=int, default=3, help="workloads run in a new process")
+    parser.add_argument("--pairs", type=int, default=4, help="batches run both ways")
+    parser.add_argument("--cold", type=int, default=2, help="workloads run in a new process")
     args = parser.parse_args()
     from engine.hunt.caps import installed
     from engine.hunt.generate import ENGINE_BATCH

@@ -120,16 +120,16 @@ def test_the_shrinker_keeps_what_still_fires(tmp_path):
 
 
 def test_a_serial_hunt_writes_a_bundle_that_verifies_and_whose_test_fails(tmp_path):
-    """`observatory hunt --serial`: seed 1's first eight workloads on 0.5.0.post1 (one
+    """`observatory hunt --serial`: seed 11's first eight workloads on 0.5.0.post1 (one
     engine, reset between them) include vLLM's own AssertionError (a forced recompute
-    preemption of a group of several sequences, workload 6); the hit is shrunk and bundled,
+    preemption of a group of several sequences, workload 2); the hit is shrunk and bundled,
     its recording verifies, its pytest fails, and the table fits 80 columns."""
     if not _v0_installed():
-        pytest.skip("seed 1's workloads are V0 ones (test_hunt_v1.py runs a V1 hunt)")
+        pytest.skip("seed 11's workloads are V0 ones (test_hunt_v1.py runs the V1 checks)")
     out = tmp_path / "hunt"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "hunt", "--serial", "--seed", "1",
+        [sys.executable, "-m", "engine.cli", "hunt", "--serial", "--seed", "11",
          "--workloads", "8", "--shrink-runs", "10", "-o", str(out)],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 1, proc.stderr[-3000:]  # 1: something was found
@@ -137,7 +137,7 @@ def test_a_serial_hunt_writes_a_bundle_that_verifies_and_whose_test_fails(tmp_pa
     report = msgspec.json.decode((out / "report.json").read_bytes())
     assert report["workloads"] == 8 and not report["errors"]
     (finding, *_) = report["findings"]
-    assert (finding["detector"], finding["workload"]) == ("exception", 6)
+    assert (finding["detector"], finding["workload"]) == ("exception", 2)
     assert "AssertionError" in finding["state"] and "_preempt_by_recompute" in finding["state"]
     assert finding["reproduced"] and finding["minimal_requests"] < finding["requests"]
     bundle = Path(finding["bundle"])

@@ -21,7 +21,7 @@ from test_sweep_ray import ROOT, Namespace, _can_unshare
 pytestmark = pytest.mark.skipif(not _can_unshare(),
                                 reason="needs root and unshare (network + PID namespaces)")
 
-ARGS = ["--seed", "1", "--workloads", "8", "--shrink-runs", "6"]
+ARGS = ["--seed", "11", "--workloads", "8", "--shrink-runs", "6"]  # finds one: workload 2
 
 
 def _findings(directory: Path) -> list[tuple]:
@@ -45,6 +45,6 @@ def test_a_hunt_on_ray_finds_what_the_serial_hunt_finds(tmp_path):
          str(tmp_path / "serial")], env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
         capture_output=True, text=True, timeout=900)
     assert serial.returncode == code, serial.stderr[-3000:]
-    assert _findings(tmp_path / "ray") == _findings(tmp_path / "serial")
+    assert _findings(tmp_path / "ray") == _findings(tmp_path / "serial") != []
     report = json.loads((tmp_path / "ray" / "report.json").read_text())
     assert report["workloads"] == 8 and not report["errors"]
