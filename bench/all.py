@@ -68,6 +68,12 @@ FIGURES: tuple[Figure, ...] = (
     Figure("exec-timing", "vllm050", ("bench/bench_exec_timing.py",),
            ("bench/bench_exec_timing.py", "--steps", "50", "--pairs", "1"),
            r"^(load average|per call|  |sim engine)"),
+    Figure("hunt-v0", "vllm050", ("bench/hunt_throughput.py",),
+           ("bench/hunt_throughput.py", "--pairs", "1", "--cold", "1"),
+           r"^(load average|pair \d|v0 )"),
+    Figure("hunt-v1", "vllm034", ("bench/hunt_throughput.py",),
+           ("bench/hunt_throughput.py", "--pairs", "1", "--cold", "1"),
+           r"^(load average|pair \d|v1 )", _V1),
 )
 """Every figure the page generates, in page order."""
 

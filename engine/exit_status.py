@@ -1,13 +1,17 @@
 """Every exit status the `observatory` command can end with, and what sets it: the one map.
 
     0   OK              done: the run finished or reached --max-steps, the file was written
-    1   DIFFERENCE      `verify` found a difference; some of a sweep's cells failed
+    1   DIFFERENCE      `verify` found a difference; some of a sweep's cells failed; `hunt`
+                        found a bug (its bundles say what)
     2   USAGE           bad input, one line on stderr: any ObservatoryError (a flag, a damaged
                         recording, a refused connection, an engine that cannot be built), or
                         stdout/stderr that cannot be written
     3   ABORTED         vLLM aborted the run (issue #5578's swap-space abort): the bug, observed
     4   OBSERVER_ERROR  the observatory's own code failed during a run (ObserverError): a bug to
                         report
+    5   STUCK           the no-progress guard ended the run (RunFinished reason "no_progress"):
+                        the engine held requests and moved none of them, or a step never
+                        returned; the log line of logger observatory.guard says what was stuck
     128+N               stopped by signal N (130: Ctrl-C; a sweep interrupted also exits 130)
 
 Why one place: the statuses are a contract with scripts and CI (a sweep's cell, `verify` in a
@@ -28,6 +32,7 @@ class ExitStatus(IntEnum):
     USAGE = 2
     ABORTED = 3
     OBSERVER_ERROR = 4
+    STUCK = 5
     INTERRUPTED = 128 + signal.SIGINT  # 130
 
 
@@ -38,7 +43,8 @@ _FOR_ERROR: dict[type[ObservatoryError], ExitStatus] = {
     EngineError: ExitStatus.USAGE,
 }
 _FOR_END_REASON = {"aborted": ExitStatus.ABORTED, "observer_error": ExitStatus.OBSERVER_ERROR,
-                   "bad_trace": ExitStatus.USAGE}  # a --trace row that is bad, mid-run
+                   "bad_trace": ExitStatus.USAGE,  # a --trace row that is bad, mid-run
+                   "no_progress": ExitStatus.STUCK}  # engine.analysis.progress
 
 
 def for_error(exc: BaseException) -> ExitStatus:

@@ -2,8 +2,9 @@
 
 A run is `starting` (vLLM importing, the engine building) until its first step, then `running`,
 possibly `paused`, and `stopping` once a stop was asked for; it ends `finished` (completed or
---max-steps), `aborted` (vLLM raised: issue #5578's swap-space abort), `stopped` (asked to), or
-`failed` (it never started, or the observatory's own code broke).
+--max-steps), `aborted` (vLLM raised: issue #5578's swap-space abort), `stopped` (asked to),
+`stuck` (the no-progress guard ended it: engine.analysis.progress), or `failed` (it never
+started, or the observatory's own code broke).
 
 Why a str-valued Enum and not bare strings: the spelling on the wire and in StateChanged stays
 exactly the old one ("running"), a member still equals its string for code that has not moved to
@@ -24,6 +25,7 @@ class RunState(str, Enum):
     ABORTED = "aborted"
     STOPPED = "stopped"
     FAILED = "failed"
+    STUCK = "stuck"
 
     def __str__(self) -> str:
         return self.value
@@ -37,10 +39,12 @@ class RunState(str, Enum):
         return self in OVER_STATES
 
 
-OVER_STATES = frozenset({RunState.FINISHED, RunState.ABORTED, RunState.STOPPED, RunState.FAILED})
+OVER_STATES = frozenset({RunState.FINISHED, RunState.ABORTED, RunState.STOPPED, RunState.FAILED,
+                         RunState.STUCK})
 
 _STATE_FOR_END = {"aborted": RunState.ABORTED, "stopped": RunState.STOPPED,
-                  "observer_error": RunState.FAILED, "bad_trace": RunState.FAILED}
+                  "observer_error": RunState.FAILED, "bad_trace": RunState.FAILED,
+                  "no_progress": RunState.STUCK}
 
 
 def state_for_end(reason: str) -> RunState:

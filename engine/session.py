@@ -64,6 +64,7 @@ from engine import __version__, logs
 from engine.adapters import device_info
 from engine.adapters.driver import EngineDriver, HookError, installed_engine_kind, open_driver
 from engine.adapters.policy_support import require_policy
+from engine.analysis import progress
 from engine.errors import ConfigError, first_line
 from engine.policy import Policy, parse_policy
 from engine.run_state import RunState, state_for_end
@@ -139,8 +140,15 @@ def _sink_name(sink: Sink) -> str:
 class Session:
     def __init__(self, spec: RunSpec, *, on_progress: ProgressFn | None = None,
                  on_state: StateFn | None = None, freeze_gc: bool = True,
-                 wall_paced: bool | None = None, pace: float | None = None) -> None:
+                 wall_paced: bool | None = None, pace: float | None = None,
+                 guard: progress.ProgressGuard | None = None,
+                 driver: EngineDriver | None = None) -> None:
         self.spec = spec
+        self._guard = guard or progress.ProgressGuard()  # never hang: engine.analysis.progress
+        self._busy_since: float | None = None  # perf_counter() when the step in hand started
+        self._abandoned = False  # the guard ended a run whose step never returned
+        self._ended = threading.Event()  # set with RunFinished: the guard's thread stops
+        self.engine_error: BaseException | None = None  # what vLLM raised, if it did
         self._pace = _check_pace(pace)  # steps per second; None runs as fast as it goes
         self._last_start: float | None = None  # perf_counter() when the last step started
         self.header: Header | None = None
@@ -151,6 +159,7 @@ class Session:
         self._accepting = threading.Lock()  # guards _over against a command racing the end
         self._over = False
         self._driver: EngineDriver | None = None
+        self._warm = driver  # an engine built before, reset for this spec (hunt's warm engines)
         self._thread: threading.Thread | None = None
         self._policy = parse_policy(spec.policy)
         self._on_progress = on_progress or (lambda stage, detail: None)
@@ -190,7 +199,7 @@ class Session:
         for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
             require_policy(policy, kind)
         self._on_progress("building the engine", "")
-        driver = open_driver(spec, self._policy)
+        driver = self._warm or open_driver(spec, self._policy)
         self._on_progress("building the engine", driver.blocks_line())
         self._workload = Workload(spec, driver.max_model_len, driver.count_tokens,
                                   fan_out_samples=driver.kind == "v1")
@@ -290,6 +299,8 @@ class Session:
         self._epoch0 = time.time()  # the real clock base of vLLM's arrival stamps
         self._step, self._sim_s = 0, 0.0
         header_out = frozen = False
+        watch = threading.Thread(target=self._watch_steps, name="observatory-guard", daemon=True)
+        watch.start()
         try:
             pending = self._workload.initial()
             upcoming: Request | None = next(pending, None)
@@ -316,6 +327,7 @@ class Session:
                                message=str(exc)))
             reason, last = "bad_trace", None
         except _EngineFault as fault:  # vLLM raised: that is an engine abort
+            self.engine_error = fault.cause  # with its traceback, for the hunt's report
             self._emit_logs(self._step)
             reason, last = "aborted", self._abort_record(fault.cause)
         except _ObserverFault as fault:
@@ -324,6 +336,8 @@ class Session:
         except Exception as exc:  # anything else here is the session's own code
             self._emit_logs(self._step)
             reason, last = "observer_error", self._observer_error(_ObserverFault("session", exc))
+        if self._abandoned:  # the guard has ended the stream from its own thread
+            return
         if not header_out:
             self._emit(self.header)
         if last is not None:
@@ -348,7 +362,7 @@ class Session:
         for at, policy in spec.toggles:
             toggles.setdefault(at, []).append(policy)
         step, sim_s = 0, 0.0
-        while True:
+        while not self._abandoned:
             self._step, self._sim_s = step, sim_s
             if self._sink_fault is not None:
                 raise self._sink_fault
@@ -374,7 +388,8 @@ class Session:
                 else:  # idle on the sim: jump the simulated clock to the next arrival
                     sim_s = upcoming.arrival_s
                 continue
-            self._last_start = time.perf_counter()
+            self._steps_out = step
+            self._last_start = self._busy_since = time.perf_counter()
             try:
                 driver.step()
             except HookError as exc:  # our hook, inside vLLM's step: our bug
@@ -389,8 +404,17 @@ class Session:
             record.wall_s = measured(record.wall_s)
             sim_s = record.sim_s
             self._emit_logs(step)
+            self._steps_out = step + 1  # what the guard's RunFinished counts from here on
             self._emit(record)
+            self._busy_since = None
             step += 1
+            stuck = self._guard.add(record)
+            if stuck is not None:
+                self._step = step
+                self._emit(LogLine(step=step - 1, level="ERROR", logger=progress.LOGGER,
+                                   message=stuck.what))
+                return progress.REASON
+        return progress.REASON
 
     # ------------------------------------------------------------------ helpers
     def _measured_s(self) -> float:
@@ -408,7 +432,35 @@ class Session:
         self._last_stamp = stamp
         return stamp
 
+    def _watch_steps(self) -> None:
+        """The guard's wall-clock rule, on its own thread: a step (with its record's sinks)
+        busy for longer than the guard allows ends the run from here, the recording sealed;
+        the blocked engine thread is abandoned and emits nothing more."""
+        poll = min(1.0, self._guard.seconds / 4)
+        while not self._ended.wait(poll):
+            since = self._busy_since
+            if since is None or self._over:
+                continue
+            stuck = self._guard.overdue(self._step, time.perf_counter() - since)
+            if stuck is None:
+                continue
+            with self._accepting:
+                if self._over:
+                    return
+                self._abandoned = True
+            self._step = step = self._steps_out
+            for sink in self._sinks:
+                try:
+                    sink(LogLine(step=step, level="ERROR", logger=progress.LOGGER,
+                                 message=stuck.what))
+                except Exception:  # noqa: BLE001  a sink that fails now cannot be helped
+                    pass
+            self._finish(progress.REASON, sinks=list(self._sinks))
+            return
+
     def _emit(self, item: Item) -> None:
+        if self._abandoned:
+            return
         for sink in self._sinks:
             try:
                 sink(item)
@@ -424,8 +476,9 @@ class Session:
         return ObserverError(step=self._step, where=fault.where, error=type(cause).__name__,
                              message=first_line(cause))
 
-    def _finish(self, reason: str) -> None:
-        """Refuse what is still queued, then emit the one RunFinished."""
+    def _finish(self, reason: str, sinks: list[Sink] | None = None) -> None:
+        """Refuse what is still queued, then emit the one RunFinished (to `sinks` directly
+        when the guard ends a run whose engine thread is blocked)."""
         step = self._step
         with self._accepting:
             self._over = True
@@ -436,9 +489,17 @@ class Session:
                 break
             if done is not None:
                 done(type(command) is Stop, "the run is over", step)
+        self._ended.set()
         self._set_state(state_for_end(reason), step)
-        self._emit(RunFinished(steps=step, reason=reason, sim_s=self._sim_s,
-                               wall_s=time.perf_counter() - self._t0))
+        end = RunFinished(steps=step, reason=reason, sim_s=self._sim_s,
+                          wall_s=time.perf_counter() - self._t0)
+        if sinks is None:
+            return self._emit(end)
+        for sink in sinks:
+            try:
+                sink(end)
+            except Exception:  # noqa: BLE001
+                pass
 
     def _set_state(self, state: RunState, step: int) -> None:
         self.state = state

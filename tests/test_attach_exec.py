@@ -202,3 +202,46 @@ def test_exec_refuses_bad_input_in_one_line(args, says):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("observatory: error:") and says in lines[0], \
         proc.stderr
+
+
+def test_an_async_engine_script_exits_and_its_recording_is_sealed(tmp_path):
+    """Issue #40's hang: on 0.5.0.post1 an AsyncLLMEngine script never exited after
+    `asyncio.run(main())` returned (vLLM's wait_for swallowed asyncio.run's cancel: CPython
+    gh-86296, vLLM #5654; engine.adapters.v0.exit_cancel hands it back). The program ends with
+    its own status, and its recording is whole."""
+    script = ROOT / "tests" / "fixtures" / "attach" / "v0_async_rollout.py"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "exec", "--sim", "--record",
+         str(tmp_path / "runs"), "--", sys.executable, str(script), str(MODEL)],
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=300)  # a safety net: the bug hangs forever
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail("the AsyncLLMEngine script did not exit: " + err[-2000:])
+    assert proc.returncode == 0, err[-3000:]
+    seen = _result(out)
+    (path,) = list((tmp_path / "runs").glob("*.jsonl.zst"))
+    from engine.stream.reader import load
+    from engine.stream.records import RunFinished
+
+    recording = load(path)
+    assert not recording.truncated
+    ends = [r for r in recording.all_items() if type(r) is RunFinished]
+    assert [e.reason for e in ends] == ["completed"]
+    steps, finished, _ = _steps_and_finished(path)
+    assert sorted(set(finished)) == seen["finished"] and len(seen["finished"]) == 8
+
+
+def test_the_exit_mend_applies_only_where_wait_for_swallows_the_cancel():
+    import inspect
+
+    import vllm.engine.async_llm_engine as async_engine
+
+    from engine.adapters.v0 import exit_cancel
+
+    loop_source = inspect.getsource(async_engine.AsyncLLMEngine.run_engine_loop)
+    assert exit_cancel.mend() == (sys.version_info < (3, 12)
+                                  and "asyncio.wait_for(" in loop_source)

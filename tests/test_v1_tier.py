@@ -142,6 +142,36 @@ def test_spread_arrivals_finish_every_load_and_request():
 
 
 @needs_tier
+def test_requests_left_waiting_for_their_loads_end_the_run_stuck_and_it_verifies(tmp_path):
+    """Issue #40: loads that do not complete (here: 1 kB/s, a block's load takes ten simulated
+    minutes) leave requests in WAITING_FOR_REMOTE_KVS and the engine stepping on idle. The
+    no-progress guard ends the run with a reason naming the load, the recording is sealed, and
+    `verify` replays it to the same end."""
+    from engine.analysis.progress import LOGGER, REASON, STEPS
+    from engine.analysis.verify import verify_file
+    from engine.session import Session
+    from engine.spec import preset_spec
+    from engine.stream.recorder import Recorder
+
+    path = tmp_path / "stuck.jsonl.zst"
+    items: list = []
+    recorder = Recorder(str(path))
+    session = Session(preset_spec(PRESET, offload_bandwidth_gbps=1e-6).validated())
+    session.subscribe(items.append)
+    session.subscribe(recorder.sink)
+    session.run()
+    recorder.close()
+    (end,) = [r for r in items if type(r) is RunFinished]
+    (line,) = [r for r in items if getattr(r, "logger", None) == LOGGER]
+    last = steps_of(items)[-1]
+    assert end.reason == REASON and end.steps == last.step + 1
+    assert last.batched_tokens == 0 and last.cpu_in_flight > 0 and last.waiting > 0
+    assert f"for {STEPS:,} steps" in line.message and "async KV load" in line.message
+    result = verify_file(str(path))
+    assert result.ok, result.message
+
+
+@needs_tier
 def test_a_step_that_must_wait_for_a_flushed_store_is_charged_the_wait():
     """A preempted request's stores in flight are flushed (vLLM's `jobs_to_flush`): the
     worker waits for them before the forward pass, and the sim charges that step the wait."""

@@ -9,7 +9,9 @@ records a Session emits: the Header when the engine is built, one Arrivals recor
 requests, PolicyChanged (with its source: "exec", "api", "remote:<client>"), one step record
 per step, EngineAborted if vLLM raises, and RunFinished when the engine is closed (at exit):
 `completed`, or `unfinished` when requests it was given never finished (a program that gave up
-on a stalled engine).
+on a stalled engine), or `no_progress` when the guard (engine.analysis.progress) saw it hold
+requests and move none for its whole step limit: one line on stderr, the stream sealed, and
+vLLM left to run on unwatched.
 
 The admission watchdog (engine.analysis.stall) follows a V1 engine's steps: when it stalls (no
 admission for MIN_STEPS steps while requests wait and a seat and KV room are free) the process
@@ -40,6 +42,7 @@ import msgspec
 from engine import __version__
 from engine.adapters.driver import AttachedTap
 from engine.adapters.policy_support import require_policy
+from engine.analysis import progress
 from engine.analysis.stall import ENDED, STARTED, StallWatch, seat_limit
 from engine.costmodel import CostModel
 from engine.errors import ConfigError, first_line
@@ -53,7 +56,7 @@ from engine.stream.protocol import (Ack, AddBurst, Pause, RecordingStatus, Resum
                                     SetPace, StateChanged, Stop,
                                     ToggleRecording)
 from engine.stream.records import (MEASURED_RESOLUTION_S, SCHEMA_VERSION, Arrivals,
-                                   EngineAborted, Header, ObserverError, PolicyChanged,
+                                   EngineAborted, Header, LogLine, ObserverError, PolicyChanged,
                                    RunFinished, encode, measured)
 
 Warn = Callable[[str], None]
@@ -110,6 +113,7 @@ class Observer:
             host=socket.gethostname(), time_axis="sim" if sim else "gpu", engine=kind,
             time_resolution_s=MEASURED_RESOLUTION_S)
         self.stalls = StallWatch(seat_limit(self.header)) if kind == "v1" else None
+        self.guard = progress.ProgressGuard()  # its step rule only: the program owns the clock
         try:
             self.recording.open()
         except ConfigError as exc:
@@ -232,6 +236,12 @@ class Observer:
                 change = self.stalls.add(record)
                 if change is not None:
                     self._say_stall(change)
+            stuck = self.guard.add(record)
+            if stuck is not None:  # one line, the stream ended and sealed; vLLM runs on
+                self.say(f"engine {self.name} is stuck: {stuck.what}; no longer watched")
+                self._emit(LogLine(step=step, level="ERROR", logger=progress.LOGGER,
+                                   message=stuck.what))
+                return self.close(progress.REASON)
             if self._acks and not hook.has_pending:  # the change (if any) is in the stream
                 with self._lock:
                     acks, self._acks = self._acks, []

@@ -22,3 +22,13 @@ def add_ray_flags(parser: argparse.ArgumentParser, units: str,
     x.add_argument("--serial", action="store_true",
                    help=f"no Ray: run the {units} one by one in this process")
     return x
+
+
+def check_ray_flags(args: argparse.Namespace, units: str) -> None:
+    """--workers at least 1, and --serial without --address/--workers, in one line each."""
+    from engine.errors import ConfigError
+
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    if args.serial and (args.address or args.workers):
+        raise ConfigError(f"--serial runs {units} in this process: drop --address/--workers")

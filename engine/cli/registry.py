@@ -19,6 +19,7 @@ from engine.cli.engines import Engines
 from engine.cli.exec import Exec
 from engine.cli.export import Export
 from engine.cli.fit import Fit
+from engine.cli.hunt import Hunt
 from engine.cli.import_log import ImportLog
 from engine.cli.releases import Releases
 from engine.cli.run import Run
@@ -35,7 +36,7 @@ from engine.safe_text import safe
 
 HEADLESS: tuple[CLISubcommand, ...] = (
     Run(), Serve(), Exec(), Engines(), Summary(), Compare(), Export(), Verify(), ImportLog(),
-    Fit(), Sweep(), SweepReport(), Releases(), Versions(), TinyModel())
+    Fit(), Sweep(), SweepReport(), Hunt(), Releases(), Versions(), TinyModel())
 """Every headless subcommand, in the order `--help` lists them."""
 
 

@@ -392,7 +392,8 @@ class RunFinished(msgspec.Struct, tag="end", tag_field="kind", kw_only=True, gc=
     """The stream is over. `steps` counts completed steps (the aborting step not included)."""
 
     steps: Count
-    reason: str  # "completed", "max_steps", "stopped", "aborted", "observer_error", "bad_trace"
+    reason: str  # "completed", "max_steps", "stopped", "aborted", "observer_error", "bad_trace",
+    # "no_progress" (engine.analysis.progress: the ERROR line before it says what was stuck)
     sim_s: Seconds
     wall_s: Seconds
 

@@ -16,6 +16,16 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
+def note_line(bar, stream: IO[str], text: str) -> None:  # noqa: ANN001
+    """`text` as a line above a rich progress `bar`, or on `stream` when there is none (the
+    sweep's and the hunt's progress both)."""
+    if bar is not None:
+        bar.console.print(text, highlight=False, markup=False)
+    else:
+        stream.write(text + "\n")
+        stream.flush()
+
+
 class SweepProgress:
     """`advance(failed=...)` once per finished cell; `tick()` when nothing finished (keeps the
     ETA moving); `close()` prints the final line."""
@@ -52,11 +62,7 @@ class SweepProgress:
 
     def note(self, text: str) -> None:
         """A line above the bar (or on its own without one)."""
-        if self._bar is not None:
-            self._bar.console.print(text, highlight=False, markup=False)
-        else:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+        note_line(self._bar, self.stream, text)
 
     def eta_s(self) -> float | None:
         if not self.done:

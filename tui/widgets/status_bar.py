@@ -37,7 +37,7 @@ POLICY_ROLES = {"off": "policy-off", "strict": "policy-strict", "watermark": "po
                 "least-computed": "policy-watermark", "skip-and-continue": "policy-strict",
                 "per-iteration-count": "policy-reserve"}
 STATE_ROLES = {"running": "running", "paused": "paused", "stopping": "paused",
-               "aborted": "aborted", "failed": "aborted", "disconnected": "aborted",
+               "aborted": "aborted", "failed": "aborted", "disconnected": "aborted", "stuck": "aborted",
                "finished": "over", "stopped": "over", "replay": "over", "starting": "starting"}
 """The role each state word is drawn in (RunState's values, and the screens' own words)."""
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from engine.adapters import exec_timing
 from engine.adapters.guard import Guard
-from engine.adapters.v0 import hooks as vllm_hooks
+from engine.adapters.v0 import exit_cancel, hooks as vllm_hooks
 from engine.adapters.v0.step_record import abort_state, build_step_record
 from engine.costmodel import CostModel
 from engine.policy import Policy
@@ -199,6 +199,7 @@ class V0Tap:
 
             engine.step_async = observed_step_async
             self._wrapped.append("step_async")
+            exit_cancel.mend()  # 0.5.0's AsyncLLMEngine would keep its program from exiting
         add = engine.add_request
         scheduler = self.scheduler
 

@@ -36,6 +36,20 @@ class V0Driver:
         self.exec_timer = exec_timing.attach(built.engine, spec.backend)
         self._params: dict[int, Any] = {}  # max_tokens -> SamplingParams
 
+    def reset(self, spec: RunSpec, policy: Policy) -> bool:
+        """Make this engine what a new one of the same engine settings would be, for the next
+        workload (`hunt` reuses warm engines): every block is free once its groups finished;
+        the scheduler's preemption count (which its warnings quote) and the hook start anew.
+        False (nothing changed) when groups are left."""
+        if self.engine.has_unfinished_requests():
+            return False
+        vllm_hooks.reset_scheduler(self.scheduler)
+        self.hook.detach()
+        self.hook = vllm_hooks.attach(self.scheduler, policy)
+        self.spec = spec
+        self._params.clear()
+        return True
+
     def blocks_line(self) -> str:
         gpu_total, cpu_total = vllm_hooks.block_counts(self.scheduler)[1::2]
         return (f"{gpu_total:,} GPU blocks, {cpu_total:,} CPU blocks of "

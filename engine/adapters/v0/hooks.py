@@ -302,6 +302,16 @@ def cpu_usage(scheduler: Any) -> float:
     return 1.0 - scheduler.block_manager.get_num_free_cpu_blocks() / total
 
 
+def reset_scheduler(scheduler: Any) -> None:
+    """What a V0 scheduler keeps from one workload to the next once every group finished:
+    its preemption count (quoted by its warnings) and the prompt-delay clock, set as
+    `Scheduler.__init__` sets them."""
+    for name, value in (("num_cumulative_preemption", 0), ("prev_time", 0.0),
+                        ("prev_prompt", False), ("last_prompt_latency", 0.0)):
+        if hasattr(scheduler, name):
+            setattr(scheduler, name, value)
+
+
 def block_counts(scheduler: Any) -> tuple[int, int, int, int]:
     """(gpu_used, gpu_total, cpu_used, cpu_total), computed as vLLM's `_get_stats` does."""
     bm = scheduler.block_manager

@@ -63,6 +63,25 @@ class V1Driver:
                 lambda: cost.step_seconds(hook.current.prompt_tokens, hook.current.decode_reqs,
                                           0))
 
+    def reset(self, spec: RunSpec, policy: Policy) -> bool:
+        """Make this engine what a new one of the same engine settings would be, for the next
+        workload (`hunt` reuses warm engines): vLLM's prefix cache and CPU tier emptied by
+        vLLM's own reset APIs, and the observatory's hook, reader, tier observer and sim clock
+        made anew. False (nothing changed) when requests are left, and with a CPU tier: vLLM's
+        offloading connector keeps per-request state past a request's end (the next workload,
+        whose request ids are the same, raised KeyError in its `_build_store_jobs`), which no
+        reset API of vLLM's clears, so a tier engine is built anew."""
+        if (self.tier is not None or self.has_unfinished_requests()
+                or not self.engine.reset_prefix_cache()):
+            return False
+        self.hook.detach()
+        self.hook = v1_hooks.attach(self.scheduler, policy)
+        self.reader = StepReader(self.scheduler)
+        self.spec = spec
+        self._params.clear()
+        self._finished, self._scheduled, self._now_s = [], False, 0.0
+        return True
+
     def blocks_line(self) -> str:
         line = (f"{fam.total_blocks(self.scheduler):,} GPU blocks of {self.spec.block_size} "
                 f"tokens")
