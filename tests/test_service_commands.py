@@ -210,7 +210,7 @@ def test_every_command_type_reaches_the_engine_and_shows_in_the_stream(tmp_path)
 
 def test_run_states_keep_their_wire_spelling():
     assert [s.value for s in RunState] == ["starting", "running", "paused", "stopping",
-                                           "finished", "aborted", "stopped", "failed"]
+                                           "finished", "aborted", "stopped", "failed", "stuck"]
     line = encode_line(StateChanged(state=RunState.PAUSED, step=3))
     assert b'"state":"paused"' in line
     assert decode_incoming(line).state is RunState.PAUSED
@@ -242,7 +242,9 @@ def test_every_error_class_maps_to_its_exit_status():
     assert exit_status.for_run_end("observer_error") == 4
     assert exit_status.for_run_end("completed") == exit_status.for_run_end("max_steps") == 0
     assert exit_status.for_signal(2) == 130 == ExitStatus.INTERRUPTED
-    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 4, 130]
+    assert exit_status.for_run_end("no_progress") == 5 == ExitStatus.STUCK
+    assert state_for_end("no_progress") is RunState.STUCK and RunState.STUCK.over
+    assert [int(s) for s in ExitStatus] == [0, 1, 2, 3, 4, 5, 130]
 
 
 def run_cli(*args: str) -> tuple[int, str]:

@@ -72,7 +72,7 @@ class Detectors:
         self._stalls: StallWatch | None = None
         self._order: dict[str, int] = {}  # request -> arrival rank
         self._unadmitted: dict[str, int] = {}  # request -> later arrivals finished meanwhile
-        self._preempted: dict[str, int] = {}
+        self._times_preempted: dict[str, int] = {}
         self._idle = 0
         self._admitted_while_swapped = False  # V0: #5578's admission with groups swapped out
         self._guard_line = ""
@@ -133,7 +133,7 @@ class Detectors:
         victims = ([rid for rid, _, _ in s.preempted] if v1
                    else list(s.recomputed) + list(s.swapped_out))
         for rid in victims:
-            count = self._preempted[rid] = self._preempted.get(rid, 0) + 1
+            count = self._times_preempted[rid] = self._times_preempted.get(rid, 0) + 1
             if count >= self.thrash_k:
                 mode = "recompute" if v1 or rid in s.recomputed else "swap"
                 self._fire(Hit(detector="thrash", step=s.step, request=rid, what=(
