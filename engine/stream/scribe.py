@@ -7,8 +7,8 @@ index, so a recording written from inside it ended "cut inside its last zstd fra
 engine's side (engine.host.scribe_pipe) therefore only sends each record's line, already
 encoded, down a pipe; this process feeds them to the real Recorder. The pipe reaches EOF
 however the engine's process ends (its own close, SystemExit, SIGKILL), and then this process
-ends the recording the way `RecordingController.seal()` does: RunFinished after the last whole
-step, with reason PROCESS_ENDED when the engine neither sent its own end record nor closed the
+ends the recording the way `RecordingController.seal()` does (engine.stream.producer.Ending:
+the stream's own end record after the last whole step), with reason PROCESS_ENDED when the engine neither sent its own end record nor closed the
 recording itself (CLOSE_LINE: a recording toggled off mid-run), then the index.
 A partial line at EOF (the engine died mid-write) is dropped: the file holds every whole record.
 
@@ -32,6 +32,8 @@ import sys
 import time
 
 import msgspec
+
+from engine.stream.producer import Ending
 
 # A process-ended recording's end reason: the engine's process ended without closing its
 # stream (killed, or exited without the observer's close).
@@ -60,8 +62,7 @@ class Scribe:
         self._status_fd = status_fd
         self._last_sent: tuple | None = None
         self._pending = b""  # a line not yet whole
-        self._last_step = None  # for the end record written at EOF
-        self.finished = False  # the engine sent RunFinished
+        self._ending = Ending()  # the last step, and whether the engine sent RunFinished
         self.closed_by_engine = False  # the engine sent CLOSE_LINE before its EOF
 
     # ---- lines ----------------------------------------------------------------------
@@ -78,8 +79,8 @@ class Scribe:
                 self._line(line + b"\n")
 
     def _line(self, line: bytes) -> None:
-        from engine.stream.records import (STEP_TYPES, EngineAborted, Header, ObserverError,
-                                           RunFinished, decode_record)
+        from engine.stream.records import (EngineAborted, Header, ObserverError, RunFinished,
+                                           decode_record)
 
         recorder = self.recorder
         if line == CLOSE_LINE:
@@ -98,25 +99,19 @@ class Scribe:
             recorder.write_line(line)  # kept as sent; the index then carries no summary
             return
         kind = type(item)
-        if kind in STEP_TYPES:
-            self._last_step = item
-        elif kind is RunFinished:
-            self.finished = True
+        self._ending.note(item)
         recorder.write_line(line, end=kind in (RunFinished, EngineAborted, ObserverError),
                             item=item)
 
     # ---- the end ----------------------------------------------------------------------
     def seal(self) -> None:
         """EOF: drop a partial line, end the stream if the engine did not, close (index)."""
-        from engine.stream.records import RunFinished, encode
+        from engine.stream.records import encode
 
         self._pending = b""
         recorder = self.recorder
-        if recorder.header_written and not self.finished and not self.closed_by_engine:
-            last = self._last_step
-            end = RunFinished(steps=last.step + 1 if last else 0, reason=PROCESS_ENDED,
-                              sim_s=last.sim_s if last else 0.0,
-                              wall_s=last.wall_s if last else 0.0)
+        if recorder.header_written and not self._ending.ended and not self.closed_by_engine:
+            end = self._ending.record(PROCESS_ENDED)
             recorder.write_line(encode(end) + b"\n", end=True, item=end)
         recorder.close()
 
