@@ -29,7 +29,7 @@ What differs between vLLM's V0 engine and its V1 engine (building it, the hooks,
 is behind one driver (engine.adapters.driver), picked by the installed release; the session is
 the same for both.
 
-Two clocks, one per backend (engine.timeaxis names them in the header): on the sim, arrivals
+Two clocks, one per backend (engine.stream.timeaxis names them in the header): on the sim, arrivals
 (`--arrival-rate`, bursts) follow the cost model's simulated clock, which jumps over idle time; on
 a GPU they follow the wall clock, and an idle engine waits for the next arrival in real time.
 Either way vLLM's own `arrival_time` stamps are on its real clock (time.time()), so its queue-time

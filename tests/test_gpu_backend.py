@@ -31,7 +31,7 @@ from engine.stream.records import (SCHEMA_VERSION, Arrivals, DeviceInfo, Header,
                                    decode_record, encode)
 from engine.stream.recorder import Recorder
 from engine.stream.run import Run
-from engine.timeaxis import GPU, SIM, axis_of
+from engine.stream.timeaxis import GPU, SIM, axis_of
 
 ROOT = Path(__file__).resolve().parents[1]
 

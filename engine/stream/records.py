@@ -336,7 +336,7 @@ class Arrivals(msgspec.Struct, tag="arrivals", tag_field="kind", kw_only=True, g
     source: str  # "workload" or "burst"
     request_ids: list[str]
     prompt_tokens: list[Count]
-    arrival_s: list[Seconds]  # each request's arrival on the run's time axis (engine.timeaxis):
+    arrival_s: list[Seconds]  # each request's arrival on the run's time axis (engine.stream.timeaxis):
     # simulated (<= sim_s) on the sim, measured seconds since the run started on a GPU
 
 
@@ -509,7 +509,7 @@ class Header(msgspec.Struct, tag="header", tag_field="kind", kw_only=True):
     started_at: str  # ISO 8601, UTC
     host: str
     starts_at_step: Count = 0  # >0 when recording was switched on mid-run (the TUI's `r` key)
-    # The one time axis every plot, table and export of this run uses (engine.timeaxis):
+    # The one time axis every plot, table and export of this run uses (engine.stream.timeaxis):
     # "sim" (the cost model's simulated seconds) or "gpu" (measured seconds on the GPU host).
     time_axis: str = "sim"
     device: DeviceInfo = DeviceInfo()
