@@ -29,6 +29,7 @@ from engine.session import Session
 from engine.spec import preset_spec
 from engine.stream.records import (SCHEMA_VERSION, Arrivals, DeviceInfo, Header, StepRecord,
                                    decode_record, encode)
+from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 from engine.stream.run import Run
 from engine.stream.timeaxis import GPU, SIM, axis_of
@@ -611,7 +612,7 @@ async def test_a_gpu_recording_replays_on_its_measured_axis(tmp_path, demo_run):
     header = msgspec.structs.replace(items[0], backend="gpu", time_axis="gpu",
                                      device=DeviceInfo(name="NVIDIA Test"))
     path = tmp_path / "gpu.jsonl"
-    recorder = Recorder(path, header, background_flush=False)
+    recorder = Recorder(path, header, background_flush=False, fold=SummaryBuilder)
     for item in items[1:]:
         recorder.write(item)
     recorder.close()

@@ -1,4 +1,4 @@
-"""The scribe (engine.stream.scribe, engine.host.scribe_pipe): an attached engine's recording is
+"""The scribe (engine.host.scribe, engine.host.scribe_pipe): an attached engine's recording is
 written by a process of its own, so every exit of the engine's process leaves it whole and
 indexed (issue #31 item 5, #30 item 4c). No vLLM: a real writer process sends real records
 through a real ScribeRecorder, and ends as a killed EngineCore does.
@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.stream.indexed import open_indexed
-from engine.stream.reader import load
+from engine.stream.reader import load, open_indexed
 from engine.stream.records import RunFinished, StepRecord
 
 ROOT = Path(__file__).resolve().parent.parent

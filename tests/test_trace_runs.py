@@ -18,6 +18,7 @@ import pytest
 from engine.analysis.summary import summarize
 from engine.exit_status import ExitStatus
 from engine.spec import RunSpec
+from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 from engine.stream.records import STEP_TYPES, Arrivals
 from trace_fixtures import FIXTURES, plain
@@ -34,7 +35,8 @@ def run(spec: RunSpec, record: Path | None = None) -> list[Any]:
     session = Session(spec)
     items: list[Any] = []
     session.subscribe(items.append)
-    recorder = Recorder(record, flush_interval_s=0.05) if record is not None else None
+    recorder = Recorder(record, flush_interval_s=0.05,
+                        fold=SummaryBuilder) if record is not None else None
     if recorder is not None:
         session.subscribe(recorder.sink)
     try:

@@ -263,11 +263,12 @@ def test_two_runs_write_the_same_records_and_the_recording_verifies(tmp_path):
     from engine.analysis.verify import verify_file
     from engine.session import Session
     from engine.spec import preset_spec
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.recorder import Recorder
 
     path = tmp_path / "tier.jsonl"
     first: list = []
-    recorder = Recorder(str(path))
+    recorder = Recorder(str(path), fold=SummaryBuilder)
     session = Session(preset_spec(PRESET).validated())
     session.subscribe(first.append)
     session.subscribe(recorder.sink)

@@ -56,10 +56,11 @@ def default_output(path: str) -> str:
 
 
 def write_reference(log: Any, out: str) -> None:
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.recorder import Recorder
 
     try:
-        recorder = Recorder(out, log.header, background_flush=False)
+        recorder = Recorder(out, log.header, background_flush=False, fold=SummaryBuilder)
     except OSError as exc:
         raise ConfigError(f"cannot write {out}: {exc.strerror or exc}: give another -o OUT") \
             from None

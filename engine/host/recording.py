@@ -46,9 +46,10 @@ MakeRecorder = Callable[..., Any]  # (path, header=None) -> a Recorder or what a
 
 
 def _in_process(path: str, header: Header | None = None) -> Any:
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.recorder import Recorder
 
-    return Recorder(path, header)
+    return Recorder(path, header, fold=SummaryBuilder)
 
 
 class RecordingController:

@@ -1,4 +1,4 @@
-"""The engine's side of a scribe (engine.stream.scribe): a Recorder that writes nothing itself.
+"""The engine's side of a scribe (engine.host.scribe): a Recorder that writes nothing itself.
 
 An attached engine's process may be killed (vLLM V1 force-kills its EngineCore at shutdown),
 and a killed process cannot seal a recording. So for an attached engine the
@@ -42,7 +42,7 @@ from typing import Any
 
 from engine.outpath import STDOUT, open_output
 from engine.stream.records import Header, Record, encode
-from engine.stream.scribe import CLOSE_LINE
+from engine.host.scribe import CLOSE_LINE
 
 PIPE_BYTES = 1 << 20  # the pipe holds this much (Linux's default cap): a scribe the machine's
 # load keeps off the CPU for a while does not make the engine wait (64 kB, the default, did:
@@ -57,14 +57,15 @@ _counter = [0]
 def open_recorder(path: str, header: Header | None = None) -> Any:
     """A ScribeRecorder for `path`, or an in-process Recorder for stdout or when no scribe can
     start. Raises OSError for a path that cannot be written (as Recorder does)."""
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.recorder import Recorder
 
     if path == "-":
-        return Recorder(path, header)
+        return Recorder(path, header, fold=SummaryBuilder)
     try:
         return ScribeRecorder(path, header)
     except _NoScribe:
-        return Recorder(path, header)
+        return Recorder(path, header, fold=SummaryBuilder)
 
 
 class _NoScribe(Exception):
@@ -94,7 +95,7 @@ class ScribeRecorder:
             data_r, data_w = os.pipe()
             _widen(data_w)
             status_r, status_w = os.pipe()
-            command = [sys.executable, "-m", "engine.stream.scribe", "--fd", str(file.fileno()),
+            command = [sys.executable, "-m", "engine.host.scribe", "--fd", str(file.fileno()),
                        "--path", self.path]
             fds = [file.fileno()]
             if lock_fd is not None:

@@ -21,7 +21,7 @@ engine's `unfinished`). Per-request facts a re-run needs (issue #38) are gathere
 
 A recording cut before its end (the engine's process killed, a second Ctrl-C) is ended by
 whoever holds the file, from what passed through it: `Ending` keeps the last step seen and
-makes the same RunFinished after it (engine.host.recording's seal, engine.stream.scribe's
+makes the same RunFinished after it (engine.host.recording's seal, engine.host.scribe's
 EOF). The log importer's Header and end come from `new_header` and `end_record` too.
 
 Sinks get every item in order on the caller's thread. Once the end is sent nothing more goes

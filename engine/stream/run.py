@@ -162,7 +162,7 @@ class Run:
         self.log: list[Event] = []  # display events, in stream order
         self.abort: EngineAborted | None = None
         self.finished: RunFinished | None = None
-        # What a reader found (engine.stream.integrity; engine.stream.integrity.notes says it):
+        # What a reader found (engine.stream.reader.checked; engine.stream.reader.notes says it):
         self.truncated = False  # the file is cut: it ends without the recorder's closing mark
         self.cut_note = ""  # where it is cut and what was dropped, one phrase
         self.skipped_lines = 0  # lines skipped by a lenient read of a damaged file

@@ -8,11 +8,12 @@ engine's side (engine.host.scribe_pipe) therefore only sends each record's line,
 encoded, down a pipe; this process feeds them to the real Recorder. The pipe reaches EOF
 however the engine's process ends (its own close, SystemExit, SIGKILL), and then this process
 ends the recording the way `RecordingController.seal()` does (engine.stream.producer.Ending:
-the stream's own end record after the last whole step), with reason PROCESS_ENDED when the engine neither sent its own end record nor closed the
-recording itself (CLOSE_LINE: a recording toggled off mid-run), then the index.
+the stream's own end record after the last whole step), with reason PROCESS_ENDED when the
+engine neither sent its own end record nor closed the recording itself (CLOSE_LINE: a
+recording toggled off mid-run), then the index.
 A partial line at EOF (the engine died mid-write) is dropped: the file holds every whole record.
 
-Run as `python -m engine.stream.scribe --fd N --path PATH [--lock-fd M] [--remove-if-empty]`:
+Run as `python -m engine.host.scribe --fd N --path PATH [--lock-fd M] [--remove-if-empty]`:
 stdin is the record pipe, fd N the recording (opened by the engine, so a bad path fails there
 at once), fd M an exclusive flock that `observatory exec` waits on (held until this process
 exits: the file is sealed by then). stdout carries status lines back (`{"bytes", "records",
@@ -55,10 +56,11 @@ class Scribe:
     """Feed lines from the pipe to a Recorder writing to `file`; seal it at EOF."""
 
     def __init__(self, path: str, file, status_fd: int | None) -> None:  # noqa: ANN001
+        from engine.analysis.summary import SummaryBuilder
         from engine.outpath import classify
         from engine.stream.recorder import Recorder
 
-        self.recorder = Recorder(path, opened=(file, classify(path)))
+        self.recorder = Recorder(path, opened=(file, classify(path)), fold=SummaryBuilder)
         self._status_fd = status_fd
         self._last_sent: tuple | None = None
         self._pending = b""  # a line not yet whole
@@ -176,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.stream.scribe")
+    parser = argparse.ArgumentParser(prog="python -m engine.host.scribe")
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--path", required=True)
     parser.add_argument("--lock-fd", type=int)
