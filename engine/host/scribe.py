@@ -5,7 +5,7 @@ shutdown and force-kills after a timeout (0.18.0 without the scheduler's shutdow
 on Ctrl-C; `--shutdown-timeout 0`). A killed process cannot end its zstd frame or write the
 index, so a recording written from inside it ended "cut inside its last zstd frame". The
 engine's side (engine.host.scribe_pipe) therefore only sends each record's line, already
-encoded, down a pipe; this process feeds them to the real Recorder. The pipe reaches EOF
+encoded, down a socket; this process feeds them to the real Recorder. The socket reaches EOF
 however the engine's process ends (its own close, SystemExit, SIGKILL), and then this process
 ends the recording the way `RecordingController.seal()` does (engine.stream.producer.Ending:
 the stream's own end record after the last whole step), with reason PROCESS_ENDED when the
@@ -14,12 +14,12 @@ recording toggled off mid-run), then the index.
 A partial line at EOF (the engine died mid-write) is dropped: the file holds every whole record.
 
 Run as `python -m engine.host.scribe --fd N --path PATH [--lock-fd M] [--remove-if-empty]`:
-stdin is the record pipe, fd N the recording (opened by the engine, so a bad path fails there
+stdin is the record socket, fd N the recording (opened by the engine, so a bad path fails there
 at once), fd M an exclusive flock that `observatory exec` waits on (held until this process
 exits: the file is sealed by then). stdout carries status lines back (`{"bytes", "records",
 "error"}` as JSON, the last with `"final": true`), non-blocking: a status nobody reads is
 dropped, never a reason to stall the engine. It runs in its own session (a terminal's Ctrl-C
-must not reach it) and ignores SIGINT and SIGTERM: its end is the pipe's EOF.
+must not reach it) and ignores SIGINT and SIGTERM: its end is the socket's EOF.
 """
 
 from __future__ import annotations
@@ -43,17 +43,17 @@ PROCESS_ENDED = "process_ended"
 # as an in-process Recorder's would, with no end record added.
 CLOSE_LINE = b"#close\n"
 STATUS_EVERY_S = 0.25  # status lines at most this often (the engine's REC count)
-READ_BYTES = 1 << 20  # the engine's side widens the pipe to this
+READ_BYTES = 1 << 20  # the engine's side widens the socket to this
 # After each read the scribe waits this long before it reads again, so the engine's writes
-# land in the pipe without waking a process for each record: woken per record, the scribe
+# land in the socket without waking a process for each record: woken per record, the scribe
 # took the engine's CPU at every step on a loaded 2-core machine (bench/bench_attach.py: the
 # observer's time per step went from about 0.3 ms to 2 ms). Nothing is lost by waiting: what
-# is in the pipe outlives the engine's process.
+# is in the socket outlives the engine's process.
 DRAIN_S = 0.05
 
 
 class Scribe:
-    """Feed lines from the pipe to a Recorder writing to `file`; seal it at EOF."""
+    """Feed lines from the socket to a Recorder writing to `file`; seal it at EOF."""
 
     def __init__(self, path: str, file, status_fd: int | None) -> None:  # noqa: ANN001
         from engine.analysis.summary import SummaryBuilder
@@ -69,7 +69,7 @@ class Scribe:
 
     # ---- lines ----------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
-        """Record every whole line in `data` (what the pipe gave, after what was pending)."""
+        """Record every whole line in `data` (what the socket gave, after what was pending)."""
         data = self._pending + data
         end = data.rfind(b"\n")
         if end < 0:
@@ -141,7 +141,7 @@ class Scribe:
 
 def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)  # the end is the pipe's EOF, nothing else
+        signal.signal(sig, signal.SIG_IGN)  # the end is the socket's EOF, nothing else
     # Not the engine's child: vLLM's shutdown force-kills its EngineCore's child processes
     # (0.33: "force killing sub process"), which killed the scribe before it sealed. The
     # process the engine started exits here; this one goes on, adopted by init.
