@@ -14,12 +14,12 @@ import msgspec
 import pytest
 import zstandard
 
-from engine.analysis.summary import summarize
+from engine.analysis.summary import SummaryBuilder, summarize
 from engine.cli.registry import main
 from engine.stream.reader import RecordingError, load, open_indexed, vouch
-from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 from engine.stream.records import Index, Tally, encode
+from shipped import shipped
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {"off": ROOT / "recordings" / "seed-5578-off.jsonl.zst",  # aborts at step 805
@@ -376,7 +376,7 @@ def test_verify_refuses_a_program_engines_recording_at_once(
     assert time.monotonic() - started < 5
 
 
-SHIPPED_V1 = sorted((ROOT / "recordings").glob("v1-*.jsonl.zst")) + [
+SHIPPED_V1 = shipped("v1-*.jsonl.zst") + [
     ROOT / "tests" / "fixtures" / "stall" / "v1-hol-stall.jsonl.zst"]
 
 

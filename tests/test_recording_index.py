@@ -11,17 +11,16 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from engine.analysis.summary import summarize
-from engine.cli.summary import Summary as SummaryCommand
 from engine.analysis.index_summary import summary_of
+from engine.analysis.summary import SummaryBuilder, summarize
+from engine.cli.summary import Summary as SummaryCommand
 from engine.stream.reader import RecordingError, load, open_indexed
-from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 from engine.stream.records import STEP_TYPES, EngineAborted, Index, encode
+from shipped import shipped
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = sorted(p for p in (ROOT / "recordings").glob("*.jsonl.zst")
-                 if not p.name.startswith("."))  # not make_examples.py's files in the making
+SHIPPED = shipped()  # recordings/MANIFEST: never a user's own runs
 FRAME = 1 << 15  # small frames, so a 1,600-step run has dozens
 
 
