@@ -11,10 +11,9 @@ import msgspec
 import pytest
 import zstandard
 
-from engine.analysis.summary import summarize
+from engine.analysis.summary import SummaryBuilder, summarize
 from engine.cli.registry import main
 from engine.stream.reader import load, open_indexed, parse_header
-from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 from engine.stream.records import STEP_TYPES, RunFinished, decode_record
 

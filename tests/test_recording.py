@@ -601,7 +601,6 @@ def test_kill_9_keeps_everything_flushed(tmp_path: Path) -> None:
 import os, signal, sys, time
 sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_recording import make_header, make_step
-from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 rec = Recorder({str(path)!r}, make_header(), background_flush=False)
 for i in range(200):
@@ -662,7 +661,7 @@ def test_default_recording_path() -> None:
     spec = preset_spec("seed-5578", policy="watermark:0.5")
     when = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
     assert default_recording_path(spec, when) == Path(
-        "recordings/20260304T050607Z-seed-5578-watermark_0.5.jsonl.zst")
+        "runs/20260304T050607Z-seed-5578-watermark_0.5.jsonl.zst")
 
 
 def test_default_recording_path_never_overwrites(tmp_path: Path,
@@ -673,7 +672,7 @@ def test_default_recording_path_never_overwrites(tmp_path: Path,
     spec = preset_spec("demo", policy="off")
     when = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
     first = default_recording_path(spec, when)
-    Recorder(first, make_header(), fold=SummaryBuilder).close()  # creates recordings/
+    Recorder(first, make_header(), fold=SummaryBuilder).close()  # creates runs/
     second = default_recording_path(spec, when)
     assert second != first and second.name == "20260304T050607Z-demo-off-2.jsonl.zst"
 

@@ -15,10 +15,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from engine.analysis.summary import summarize
+from engine.analysis.summary import SummaryBuilder, summarize
 from engine.exit_status import ExitStatus
 from engine.spec import RunSpec
-from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 from engine.stream.records import STEP_TYPES, Arrivals
 from trace_fixtures import FIXTURES, plain

@@ -8,14 +8,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from engine.analysis.summary import V1Summary, summarize
+from engine.analysis.summary import SummaryBuilder, V1Summary, summarize
 from engine.errors import ConfigError
 from engine.policy import Policy, next_policy, parse_policy, require_engine_kind
 from engine.spec import preset_spec
 from engine.stream.reader import load
 from engine.stream.records import (SCHEMA_VERSION, Header, RunFinished, V1StepRecord,
                                    decode_record, encode)
-from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 from engine.stream.run import Run
 

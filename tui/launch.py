@@ -30,7 +30,7 @@ def _fail(message: str) -> int:
 
 
 RecordMode = str | None
-"""Where a live run records: None (not at all), "auto" (recordings/<time>-<preset>-<policy>,
+"""Where a live run records: None (not at all), "auto" (runs/<time>-<preset>-<policy>,
 named anew for every restart, so the name always says the policy that ran), or a path (the
 first run; restarts then go back to "auto")."""
 

@@ -51,7 +51,7 @@ class ImportLog(CLISubcommand):
 
 def default_output(path: str) -> str:
     if path == "-":
-        return "recordings/log-reference.jsonl.zst"
+        return "runs/log-reference.jsonl.zst"
     return str(Path(path).with_suffix("")) + ".reference.jsonl.zst"
 
 

@@ -55,11 +55,13 @@ FLUSH_INTERVAL_S = 0.5
 # more CPU a step on the recorder's thread (bench/bench_recording.py), well under 1 % of a step.
 ZSTD_LEVEL = 9
 FRAME_BYTES = 1 << 20  # text per zstd frame (about 1,700 steps of the seed run)
-RECORDINGS_DIR = "recordings"
+RUNS_DIR = "runs"
+"""Where a run records when nobody says where: the user's own runs, apart from the examples
+the observatory ships in recordings/ (which tests read, from its manifest)."""
 
 
 def default_recording_path(spec: Any, now: datetime | None = None) -> Path:
-    """`recordings/<UTC %Y%m%dT%H%M%SZ>-<preset>-<policy>.jsonl.zst`, relative to the cwd.
+    """`runs/<UTC %Y%m%dT%H%M%SZ>-<preset>-<policy>.jsonl.zst`, relative to the cwd.
 
     `spec` is an engine.spec.RunSpec (only `.preset` and `.policy` are read). ':' in a policy
     ("watermark:0.5") becomes '_' so the name is a valid file name everywhere. Two runs started
@@ -67,11 +69,11 @@ def default_recording_path(spec: Any, now: datetime | None = None) -> Path:
     """
     stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     stem = f"{stamp}-{spec.preset}-{str(spec.policy).replace(':', '_')}"
-    path = Path(RECORDINGS_DIR) / f"{stem}.jsonl.zst"
+    path = Path(RUNS_DIR) / f"{stem}.jsonl.zst"
     n = 1
     while path.exists():
         n += 1
-        path = Path(RECORDINGS_DIR) / f"{stem}-{n}.jsonl.zst"
+        path = Path(RUNS_DIR) / f"{stem}-{n}.jsonl.zst"
     return path
 
 

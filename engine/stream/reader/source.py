@@ -34,8 +34,8 @@ def read_all(path: str | os.PathLike[str]) -> bytes:
             with open(path, "rb") as f:
                 data = _read_bounded(f, limit)
     except FileNotFoundError:
-        raise RecordingError(f"{name}: no such file: pass the path of a recording "
-                             f"(they are in recordings/ by default)") from None
+        raise RecordingError(f"{name}: no such file: pass the path of a recording (yours are "
+                             f"in runs/ by default, the examples in recordings/)") from None
     except IsADirectoryError:
         raise RecordingError(f"{name}: is a directory: pass one recording file") from None
     except (OSError, ValueError) as exc:
