@@ -27,7 +27,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, NamedTuple
 
 import msgspec
 import pytest
@@ -94,76 +94,60 @@ def compare(name: str, lines: list[bytes]) -> None:
 
 # ---- the engine the observatory drives: a Session per preset ---------------------------------
 
-def _session_items(spec, before: Callable[[Any], None] | None = None,
-                   sink: Callable[[Any], None] | None = None) -> list[Any]:
-    from engine.session import Session
+class Scenario(NamedTuple):
+    """A Session's run: a preset with settings, and what happens to it besides."""
 
-    items: list[Any] = []
-    session = Session(spec.validated(), freeze_gc=False)
-    session.subscribe(items.append)
-    if sink is not None:
-        session.subscribe(sink)
-    if before is not None:
-        before(session)  # commands queued before the run apply at step 0's boundary
-    session.run()
-    return items
+    preset: str
+    settings: dict[str, Any]
+    switch: str | None = None  # a burst, then this policy, as commands queued before step 0
+    broken_sink: bool = False  # a subscriber that fails at step 120 (ObserverError)
 
 
-def _burst_and_switch(policy: str) -> Callable[[Any], None]:
-    def before(session) -> None:
-        session.add_burst(8, source="golden")
-        session.set_policy(policy, source="golden")
-
-    return before
+SCENARIOS: dict[str, Scenario] = {name: s for name, s in {
+    "seed-5578": Scenario("seed-5578", {"max_steps": 150, "toggles": [(60, "reserve")]},
+                          "strict"),
+    "seed-5578-fitted": Scenario("seed-5578-fitted",
+                                 {"max_steps": 150, "toggles": [(60, "strict")]}),
+    "demo-abort": Scenario("demo", {"policy": "off"}),
+    "demo-observer-error": Scenario("demo", {"policy": "reserve"}, broken_sink=True),
+    "demo-trace": Scenario("demo", {"policy": "reserve", "trace": str(TRACE),
+                                    "trace_format": "mooncake", "max_steps": 400}),
+    "v1-thrash": Scenario("v1-thrash", {"max_steps": 150, "toggles": [(60, "off")]},
+                          "whole-context"),
+    "v1-concurrent-prefill": Scenario("v1-concurrent-prefill", {"max_steps": 150}),
+    "v1-head-of-line": Scenario("v1-head-of-line",
+                                {"max_steps": 150, "toggles": [(60, "skip-and-continue")]}),
+    "v1-async-seats": Scenario("v1-async-seats", {"toggles": [(20, "per-iteration-count")]}),
+    "v1-prefix-offload": Scenario("v1-prefix-offload", {"max_steps": 150}),
+    "v1-observer-error": Scenario("v1-thrash", {"max_steps": 200}, broken_sink=True),
+}.items() if name.startswith("v1-") == (KIND == "v1")}
 
 
 class _BrokenSink:
-    """A subscriber that fails at step 120: the observatory's own failure (ObserverError)."""
+    """A subscriber that fails at step 120: the observatory's own failure (ObserverError,
+    where="sink _BrokenSink", as the goldens hold)."""
 
     def __call__(self, item: Any) -> None:
         if type(item) in STEP_TYPES and item.step == 120:
             raise RuntimeError("a sink that breaks at step 120")
 
 
-def _v0_scenarios() -> dict[str, Callable[[], list[Any]]]:
+def _run(scenario: Scenario) -> list[Any]:
+    """Everything the Session emits for `scenario`, in order."""
+    from engine.session import Session
     from engine.spec import preset_spec
 
-    return {
-        "seed-5578": lambda: _session_items(
-            preset_spec("seed-5578", max_steps=150, toggles=[(60, "reserve")]),
-            before=_burst_and_switch("strict")),
-        "seed-5578-fitted": lambda: _session_items(
-            preset_spec("seed-5578-fitted", max_steps=150, toggles=[(60, "strict")])),
-        "demo-abort": lambda: _session_items(preset_spec("demo", policy="off")),
-        "demo-observer-error": lambda: _session_items(preset_spec("demo", policy="reserve"),
-                                                      sink=_BrokenSink()),
-        "demo-trace": lambda: _session_items(
-            preset_spec("demo", policy="reserve", trace=str(TRACE), trace_format="mooncake",
-                        max_steps=400)),
-    }
-
-
-def _v1_scenarios() -> dict[str, Callable[[], list[Any]]]:
-    from engine.spec import preset_spec
-
-    return {
-        "v1-thrash": lambda: _session_items(
-            preset_spec("v1-thrash", max_steps=150, toggles=[(60, "off")]),
-            before=_burst_and_switch("whole-context")),
-        "v1-concurrent-prefill": lambda: _session_items(
-            preset_spec("v1-concurrent-prefill", max_steps=150)),
-        "v1-head-of-line": lambda: _session_items(
-            preset_spec("v1-head-of-line", max_steps=150, toggles=[(60, "skip-and-continue")])),
-        "v1-async-seats": lambda: _session_items(
-            preset_spec("v1-async-seats", toggles=[(20, "per-iteration-count")])),
-        "v1-prefix-offload": lambda: _session_items(
-            preset_spec("v1-prefix-offload", max_steps=150)),
-        "v1-observer-error": lambda: _session_items(
-            preset_spec("v1-thrash", max_steps=200), sink=_BrokenSink()),
-    }
-
-
-SCENARIOS = {"v0": _v0_scenarios, "v1": _v1_scenarios}.get(KIND, dict)()
+    items: list[Any] = []
+    session = Session(preset_spec(scenario.preset, **scenario.settings).validated(),
+                      freeze_gc=False)
+    session.subscribe(items.append)
+    if scenario.broken_sink:
+        session.subscribe(_BrokenSink())
+    if scenario.switch is not None:  # commands queued before the run apply at step 0
+        session.add_burst(8, source="golden")
+        session.set_policy(scenario.switch, source="golden")
+    session.run()
+    return items
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -177,7 +161,7 @@ def test_a_preset_streams_the_records_it_streamed(name: str) -> None:
 
         if cpu_tier_refusal():
             pytest.skip(cpu_tier_refusal())
-    items = SCENARIOS[name]()
+    items = _run(SCENARIOS[name])
     kinds = {type(i).__name__ for i in items}
     assert type(items[0]) is Header and type(items[-1]) is RunFinished, kinds
     compare(name, normalized(items))
