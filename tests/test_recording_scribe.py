@@ -186,7 +186,7 @@ def test_a_writer_that_restored_sigpipe_survives_a_dead_scribe(tmp_path):
     CLI does: a write to a scribe that died must then still be an error, never the signal
     (the record channel is a socket written with MSG_NOSIGNAL)."""
     script = textwrap.dedent("""
-        import os, signal, sys
+        import os, select, signal, sys
         sys.path.insert(0, sys.argv[2])
         sys.path.insert(0, os.path.join(sys.argv[2], "tests"))
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as the user's program did
@@ -196,10 +196,11 @@ def test_a_writer_that_restored_sigpipe_survives_a_dead_scribe(tmp_path):
 
         recorder = ScribeRecorder(sys.argv[1], make_header())
         assert recorder.running.wait(30)
-        os.kill(recorder.scribe_pid, signal.SIGKILL)
-        assert recorder._done.wait(30)  # its status pipe ends with it
-        # what the engine's thread meets when it writes before that end is read (the
-        # status thread then has not yet said the scribe is gone)
+        gone = os.pidfd_open(recorder.scribe_pid)  # readable once it has exited, its files
+        os.kill(recorder.scribe_pid, signal.SIGKILL)  # (the socket's end) released
+        assert select.select([gone], [], [], 30)[0] and recorder._done.wait(30)
+        # what the engine's thread meets when it writes before the status thread has read
+        # the end of the scribe's status pipe (and said the scribe is gone)
         recorder.error = None
         for i in range(3):
             recorder.write_line(encode(make_step(i)) + b"\\n")
