@@ -602,7 +602,7 @@ import os, signal, sys, time
 sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_recording import make_header, make_step
 from engine.stream.recorder import Recorder
-rec = Recorder({str(path)!r}, make_header(), background_flush=False)
+rec = Recorder({str(path)!r}, make_header(), fold=None, background_flush=False)
 for i in range(200):
     rec.write(make_step(i))
 time.sleep(0.6)

@@ -90,14 +90,15 @@ class Recorder:
 
     `Recorder(path, header)` writes the header at once (so a follower sees it immediately);
     `Recorder(path)` waits for the header to arrive through `sink()`, which is the form a
-    `Session.subscribe(rec.sink)` wants since a session's first item is its Header.
+    `Session.subscribe(rec.sink)` wants since a session's first item is its Header. `fold`
+    (engine.analysis.summary.SummaryBuilder, or None for an index without a summary) has no
+    default: whoever records says what summary its index carries.
     """
 
     def __init__(self, path: str | os.PathLike[str], header: Header | None = None,
-                 *, flush_interval_s: float = FLUSH_INTERVAL_S,
+                 *, fold: Callable[[], Fold] | None, flush_interval_s: float = FLUSH_INTERVAL_S,
                  background_flush: bool = True, frame_bytes: int = FRAME_BYTES,
-                 opened: tuple[IO[bytes], Target] | None = None,
-                 fold: Callable[[], Fold] | None = None) -> None:
+                 opened: tuple[IO[bytes], Target] | None = None) -> None:
         self.path: str = str(path)
         self.bytes_written: int = 0
         self.records_written: int = 0
