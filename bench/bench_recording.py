@@ -4,7 +4,7 @@ Prints:
   1. bytes per step of compressed recordings (fresh runs and the shipped examples), and what
      the integrity Check lines add to them;
   2. time to load a 100,000-step recording, synthesized from a real run's records, with the
-     reader's integrity checks (engine.stream.integrity) and without them (the same decode
+     reader's integrity checks (engine.stream.reader.checked) and without them (the same decode
      and index, no checks), as medians of alternating pairs (target: checks <= 10% slower);
      and what the bounds on record fields (msgspec Meta) cost the decoder alone;
   3. steps per second of a headless sim run with recording on and off, interleaved in one
@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.stream.reader import load  # noqa: E402
+from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import ZSTD_LEVEL, Recorder  # noqa: E402
 from engine.stream.records import Header, RunFinished, StepRecord  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402
@@ -49,7 +50,7 @@ def timed_run(spec: Any, record_to: Path | None
     session = Session(spec)
     items: list[Any] = []
     session.subscribe(items.append)  # both arms keep the items, so only the recorder differs
-    recorder = Recorder(record_to) if record_to is not None else None
+    recorder = Recorder(record_to, fold=SummaryBuilder) if record_to is not None else None
     if recorder is not None:
         session.subscribe(recorder.sink)
     session.prepare()
@@ -71,7 +72,7 @@ def synthesize(items: list[Any], steps: int, path: Path) -> None:
     header = items[0]
     real = [i for i in items if isinstance(i, StepRecord)]
     span = real[-1].sim_s
-    recorder = Recorder(path, header)
+    recorder = Recorder(path, header, fold=SummaryBuilder)
     for n in range(steps):
         lap, src = divmod(n, len(real))
         s = real[src]
@@ -307,7 +308,8 @@ def main() -> int:
         steps = sum(isinstance(i, StepRecord) for i in items)
         best = float("inf")
         for _ in range(5):
-            recorder = Recorder(Path(tmp) / "cost.jsonl.zst", items[0], background_flush=False)
+            recorder = Recorder(Path(tmp) / "cost.jsonl.zst", items[0], background_flush=False,
+                                fold=SummaryBuilder)
             t = time.perf_counter()
             for n, item in enumerate(records):
                 recorder.write(item)

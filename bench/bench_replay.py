@@ -11,7 +11,7 @@ keep it out of git):
      the key press to the frame that shows the new step (target <= 50 ms each).
 
 Two arms run in alternating pairs (A B, B A, ...) so both see the same machine load: the file
-as the recorder closed it, with its index (engine.stream.indexed: `summary` reads the tail,
+as the recorder closed it, with its index (engine.stream.reader.indexed: `summary` reads the tail,
 replay opens on a window), and the same file cut right before its index (every record kept:
 the whole-file read every recording had before indexes). Each figure is the median of --reps
 pairs; `summary` also gives the process's CPU time, which a machine shared with other busy
@@ -149,7 +149,7 @@ class Screen:
 def bare_copy(path: Path, target: Path) -> bool:
     """`path` cut right before its index frame: every record kept, no index. False: it has
     no index to cut."""
-    from engine.stream.indexed import open_indexed
+    from engine.stream.reader import open_indexed
 
     indexed = open_indexed(path)
     if indexed is None:

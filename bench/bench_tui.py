@@ -39,6 +39,7 @@ import msgspec
 
 from engine.spec import preset_spec
 from engine.stream.reader import load
+from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 from engine.stream.records import Header, RunFinished, StepRecord
 
@@ -196,7 +197,8 @@ def make_long_recording(path: str, steps: int) -> None:
     session.run()
     header = next(i for i in items if isinstance(i, Header))
     real = [i for i in items if isinstance(i, StepRecord)]
-    recorder = Recorder(path, header, background_flush=False)  # Check lines, as a run's
+    recorder = Recorder(path, header, background_flush=False,
+                        fold=SummaryBuilder)  # Check lines, as a run's
     wall = sim = 0.0
     for n in range(steps):
         s = real[n % len(real)]
@@ -239,7 +241,7 @@ async def follow_lag(path: str, rate: float, seconds: float) -> tuple[int, int]:
     items = load(path)
     header, steps = items.header, items.steps
     target = os.path.join(os.path.dirname(path), "follow.jsonl")
-    recorder = Recorder(target, header, background_flush=False)
+    recorder = Recorder(target, header, background_flush=False, fold=SummaryBuilder)
     stop = threading.Event()
     written = [0]
 

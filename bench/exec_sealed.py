@@ -29,7 +29,7 @@ MODEL = str(ROOT / "engine" / "adapters" / "models" / "llama-16k")
 
 def one_run(script: Path, out: Path) -> tuple[bool, str, float, float]:
     """(sealed, why not, seconds of the exec, seconds verify took to answer)."""
-    from engine.stream.indexed import open_indexed
+    from engine.stream.reader import open_indexed
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
     t0 = time.perf_counter()

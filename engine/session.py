@@ -6,8 +6,10 @@ of engine.stream.protocol, and apply at the next step boundary, dispatched by th
 step is never observed half-way. Each command may carry a `done(ok, message, step)` callback,
 called on the engine thread once it has been applied (or refused), which is what a service turns
 into an acknowledgement. Subscribers ("sinks") get every item in order on the
-engine thread: first the Header, then records, and always exactly one RunFinished last. A sink
-must be cheap and must not touch UI widgets (post a message instead).
+engine thread: first the Header, then records, and always exactly one RunFinished last (the
+stream's one writer, engine.stream.producer.RunStream, builds every record; the session only
+says what happened). A sink must be cheap and must not touch UI widgets (post a message
+instead).
 
 Two kinds of failure end a run, and the stream says which:
 - vLLM raises out of `step()` (issue #5578's "Aborted due to the lack of CPU swap space", or any
@@ -27,7 +29,7 @@ What differs between vLLM's V0 engine and its V1 engine (building it, the hooks,
 is behind one driver (engine.adapters.driver), picked by the installed release; the session is
 the same for both.
 
-Two clocks, one per backend (engine.timeaxis names them in the header): on the sim, arrivals
+Two clocks, one per backend (engine.stream.timeaxis names them in the header): on the sim, arrivals
 (`--arrival-rate`, bursts) follow the cost model's simulated clock, which jumps over idle time; on
 a GPU they follow the wall clock, and an idle engine waits for the next arrival in real time.
 Either way vLLM's own `arrival_time` stamps are on its real clock (time.time()), so its queue-time
@@ -49,37 +51,32 @@ engine 20-30% of its steps/s (bench/bench_engine.py measures it).
 
 from __future__ import annotations
 
-import datetime as _dt
 import gc
 import math
 import queue
-import socket
 import threading
 import time
 from typing import Callable
 
 import msgspec
 
-from engine import __version__, logs
+from engine import logs
 from engine.adapters import device_info
 from engine.adapters.driver import EngineDriver, HookError, installed_engine_kind, open_driver
 from engine.adapters.policy_support import require_policy
 from engine.analysis import progress
-from engine.errors import ConfigError, first_line
+from engine.errors import ConfigError
 from engine.policy import Policy, parse_policy
 from engine.run_state import RunState, state_for_end
 from engine.spec import RunSpec
+from engine.stream.producer import RunStream, Sink
 from engine.stream.protocol import AddBurst, Pause, Resume, SetPolicy, Stop
-from engine.stream.records import (MEASURED_RESOLUTION_S, SCHEMA_VERSION, Arrivals,
-                                   EngineAborted, Header, LogLine, measured,
-                                   ObserverError, PolicyChanged, Record, RunFinished)
+from engine.stream.records import Header
 from engine.traces import source as trace_source
 from engine.traces.rows import TraceError
 from engine.traces.stats import LOGGER as TRACE_LOGGER
 from engine.workload import Request, Workload
 
-Item = Header | Record
-Sink = Callable[[Item], None]
 Done = Callable[[bool, str, int], None]
 """Command callback: (applied, one-line message, step it applied at)."""
 ProgressFn = Callable[[str, str], None]
@@ -146,14 +143,14 @@ class Session:
         self.spec = spec
         self._guard = guard or progress.ProgressGuard()  # never hang: engine.analysis.progress
         self._busy_since: float | None = None  # perf_counter() when the step in hand started
+        self._busy_step = 0  # its number
         self._abandoned = False  # the guard ended a run whose step never returned
         self._ended = threading.Event()  # set with RunFinished: the guard's thread stops
         self.engine_error: BaseException | None = None  # what vLLM raised, if it did
         self._pace = _check_pace(pace)  # steps per second; None runs as fast as it goes
         self._last_start: float | None = None  # perf_counter() when the last step started
-        self.header: Header | None = None
         self.state = RunState.STARTING
-        self._sinks: list[Sink] = []
+        self._stream = RunStream(on_sink_error=self._sink_failed, logs=logs.drain)
         self._commands: queue.Queue[tuple[_Queued, str, Done | None]] = queue.Queue()
         self._paused = False
         self._accepting = threading.Lock()  # guards _over against a command racing the end
@@ -167,7 +164,6 @@ class Session:
         self._freeze_gc = freeze_gc
         self._sink_fault: _ObserverFault | None = None
         self._broken_sink: Sink | None = None
-        self._step, self._sim_s = 0, 0.0
         # The clock arrivals follow: the cost model's on the sim, the wall clock on a GPU
         # (`wall_paced` overrides the backend's choice: tests and benches of the pacing itself).
         self._wall_paced = spec.backend == "gpu" if wall_paced is None else wall_paced
@@ -187,8 +183,13 @@ class Session:
     def driver(self) -> EngineDriver | None:
         return self._driver
 
+    @property
+    def header(self) -> Header | None:
+        """The run's Header, once the engine is built (sent when the run starts)."""
+        return self._stream.header
+
     def subscribe(self, sink: Sink) -> None:
-        self._sinks.append(sink)
+        self._stream.subscribe(sink)
 
     def prepare(self) -> None:
         """Build the engine on the calling thread. Raises ConfigError for bad settings."""
@@ -204,21 +205,7 @@ class Session:
         self._workload = Workload(spec, driver.max_model_len, driver.count_tokens,
                                   fan_out_samples=driver.kind == "v1")
         self._driver = driver
-        self.header = Header(
-            schema=SCHEMA_VERSION,
-            observatory_version=__version__,
-            vllm_version=driver.vllm_version,
-            backend=spec.backend,
-            model=driver.model,
-            spec=spec.to_dict(),
-            engine_config=driver.engine_config,
-            started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            host=socket.gethostname(),
-            time_axis="gpu" if spec.backend == "gpu" else "sim",
-            device=device_info.describe(spec.backend),
-            engine=driver.kind,
-            time_resolution_s=MEASURED_RESOLUTION_S,
-        )
+        self._stream.open(spec, driver, spec.cost, device=device_info.describe(spec.backend))
 
     def start(self) -> None:
         """Run on a daemon thread (building the engine first, on this thread, if needed)."""
@@ -251,6 +238,10 @@ class Session:
     def stop(self, done: Done | None = None) -> None:
         self._submit(Stop(id=0), "", done)
 
+    def elapsed(self) -> float:
+        """Measured seconds since the run started (the gpu backend's arrival clock)."""
+        return self._stream.elapsed()
+
     @property
     def pace(self) -> float | None:
         """Steps per second the loop is held to, or None (as fast as it goes)."""
@@ -270,9 +261,8 @@ class Session:
         if pace is None:
             if scale >= 1:
                 return None
-            started = getattr(self, "_t0", None)
-            elapsed = time.perf_counter() - started if started is not None else 0.0
-            pace = self._step / elapsed if self._step and elapsed > 0 else MAX_PACE
+            step, elapsed = self._stream.step, self._stream.elapsed()
+            pace = step / elapsed if step and elapsed > 0 else MAX_PACE
         pace = max(MIN_PACE, round(pace * scale, 3))
         self.set_pace(None if pace > MAX_PACE else pace)
         return self._pace
@@ -293,12 +283,11 @@ class Session:
     def run(self) -> None:
         """Run to the end of the stream on the calling thread."""
         self.prepare()
-        assert self.header is not None
+        stream = self._stream
         self._last_stamp = -1.0
-        self._t0 = time.perf_counter()
+        stream.start_clock()
         self._epoch0 = time.time()  # the real clock base of vLLM's arrival stamps
-        self._step, self._sim_s = 0, 0.0
-        header_out = frozen = False
+        frozen = False
         watch = threading.Thread(target=self._watch_steps, name="observatory-guard", daemon=True)
         watch.start()
         try:
@@ -309,76 +298,71 @@ class Session:
                 first.append(upcoming)
                 upcoming = next(pending, None)
             self._on_progress(f"adding {len(first):,} requests", "")
-            first_arrivals = self._add_requests(first, 0, 0.0, "workload") if first else None
+            first_tokens = self._add_requests(first)
             if self._freeze_gc:
                 gc.collect()
                 gc.freeze()
                 frozen = True
             self._on_progress("first step", "")
             self._set_state(RunState.RUNNING, 0)
-            self._emit(self.header)
-            header_out = True
-            if first_arrivals is not None:
-                self._emit(first_arrivals)
-            reason, last = self._loop(pending, upcoming), None
+            stream.begin()
+            if first:
+                self._arrived(first, first_tokens, "workload")
+            reason = self._loop(pending, upcoming)
         except TraceError as exc:  # the user's trace, not vLLM's or our fault
-            self._emit_logs(self._step)
-            self._emit(LogLine(step=self._step, level="ERROR", logger=TRACE_LOGGER,
-                               message=str(exc)))
-            reason, last = "bad_trace", None
+            stream.logs()
+            stream.log("ERROR", TRACE_LOGGER, str(exc))
+            reason = "bad_trace"
         except _EngineFault as fault:  # vLLM raised: that is an engine abort
             self.engine_error = fault.cause  # with its traceback, for the hunt's report
-            self._emit_logs(self._step)
-            reason, last = "aborted", self._abort_record(fault.cause)
+            stream.logs()
+            stream.aborted(fault.cause)
+            reason = "aborted"
         except _ObserverFault as fault:
-            self._emit_logs(self._step)
-            reason, last = "observer_error", self._observer_error(fault)
+            stream.logs()
+            self._observer_error(fault)
+            reason = "observer_error"
         except Exception as exc:  # anything else here is the session's own code
-            self._emit_logs(self._step)
-            reason, last = "observer_error", self._observer_error(_ObserverFault("session", exc))
+            stream.logs()
+            self._observer_error(_ObserverFault("session", exc))
+            reason = "observer_error"
         if self._abandoned:  # the guard has ended the stream from its own thread
             return
-        if not header_out:
-            self._emit(self.header)
-        if last is not None:
-            self._emit(last)
-        self._emit_logs(self._step)
+        stream.logs()
         stats = self._workload.trace_stats
         if stats is not None:
-            self._emit(LogLine(step=self._step, level="INFO", logger=TRACE_LOGGER,
-                               message=stats.message()))
+            stream.log("INFO", TRACE_LOGGER, stats.message())
         self._finish(reason)
         if frozen:
             gc.unfreeze()
 
     def _loop(self, pending, upcoming: Request | None) -> str:
         """Step until the run ends; return RunFinished's reason. Failures raise _EngineFault
-        (vLLM's code) or _ObserverFault (ours); `self._step` says where."""
+        (vLLM's code) or _ObserverFault (ours); the stream's `step` says where."""
         driver = self._driver
         assert driver is not None
+        stream = self._stream
         spec = self.spec
-        cost = spec.cost
         toggles: dict[int, list[str]] = {}
         for at, policy in spec.toggles:
             toggles.setdefault(at, []).append(policy)
-        step, sim_s = 0, 0.0
         while not self._abandoned:
-            self._step, self._sim_s = step, sim_s
+            step = stream.step
             if self._sink_fault is not None:
                 raise self._sink_fault
-            if self._drain_commands(step, sim_s):
+            if self._drain_commands(step, stream.sim_s):
                 return "stopped"
             for policy in toggles.pop(step, ()):
-                self._change_policy(step, parse_policy(policy), "toggle-at")
+                self._change_policy(parse_policy(policy), "toggle-at")
             if spec.max_steps is not None and step >= spec.max_steps:
                 return "max_steps"
-            now = self._measured_s() if self._wall_paced else sim_s
+            now = stream.elapsed() if self._wall_paced else stream.sim_s
             if upcoming is not None and upcoming.arrival_s <= now:
                 due: list[Request] = []
                 while upcoming is not None and upcoming.arrival_s <= now:
                     due.append(upcoming)
                     upcoming = next(pending, None)
-                self._emit(self._add_requests(due, step, sim_s, "workload"))
+                self._arrived(due, self._add_requests(due), "workload")
             if not driver.has_unfinished_requests():
                 if upcoming is None:
                     return "completed"
@@ -386,9 +370,9 @@ class Session:
                     # in short naps so that commands (stop, burst) still apply promptly
                     time.sleep(min(_IDLE_NAP_S, max(0.0, upcoming.arrival_s - now)))
                 else:  # idle on the sim: jump the simulated clock to the next arrival
-                    sim_s = upcoming.arrival_s
+                    stream.idle_until(upcoming.arrival_s)
                 continue
-            self._steps_out = step
+            self._busy_step = step  # the step in hand, for the guard's line if it never returns
             self._last_start = self._busy_since = time.perf_counter()
             try:
                 driver.step()
@@ -397,30 +381,18 @@ class Session:
             except Exception as exc:  # vLLM aborts by raising; the stream must say so and end
                 raise _EngineFault(exc) from exc
             try:
-                record = driver.record(step, cost, sim_s, time.perf_counter() - self._t0)
+                record = stream.read_step()
             except Exception as exc:
                 raise _ObserverFault("build_step_record", exc) from exc
-            record.exec_s = measured(record.exec_s)  # measured times, to the header's resolution
-            record.wall_s = measured(record.wall_s)
-            sim_s = record.sim_s
-            self._emit_logs(step)
-            self._steps_out = step + 1  # what the guard's RunFinished counts from here on
-            self._emit(record)
+            stream.step_done(record)
             self._busy_since = None
-            step += 1
             stuck = self._guard.add(record)
-            if stuck is not None:
-                self._step = step
-                self._emit(LogLine(step=step - 1, level="ERROR", logger=progress.LOGGER,
-                                   message=stuck.what))
+            if stuck is not None:  # the stuck step's line, then the end
+                stream.log("ERROR", progress.LOGGER, stuck.what, step=stream.step - 1)
                 return progress.REASON
         return progress.REASON
 
     # ------------------------------------------------------------------ helpers
-    def _measured_s(self) -> float:
-        """Measured seconds since the run started (the gpu backend's arrival clock)."""
-        return time.perf_counter() - self._t0
-
     def _stamp(self, request: Request) -> float:
         """vLLM's `arrival_time` for `request`, on the real clock (`time.time()`) that vLLM's
         own metrics (queue time, TTFT) subtract it from. On a GPU: the planned arrival, so vLLM's
@@ -435,51 +407,39 @@ class Session:
     def _watch_steps(self) -> None:
         """The guard's wall-clock rule, on its own thread: a step (with its record's sinks)
         busy for longer than the guard allows ends the run from here, the recording sealed;
-        the blocked engine thread is abandoned and emits nothing more."""
+        the blocked engine thread is abandoned, and the stream, over, takes nothing more from
+        it."""
         poll = min(1.0, self._guard.seconds / 4)
         while not self._ended.wait(poll):
             since = self._busy_since
             if since is None or self._over:
                 continue
-            stuck = self._guard.overdue(self._step, time.perf_counter() - since)
+            stuck = self._guard.overdue(self._busy_step, time.perf_counter() - since)
             if stuck is None:
                 continue
             with self._accepting:
                 if self._over:
                     return
                 self._abandoned = True
-            self._step = step = self._steps_out
-            for sink in self._sinks:
-                try:
-                    sink(LogLine(step=step, level="ERROR", logger=progress.LOGGER,
-                                 message=stuck.what))
-                except Exception:  # noqa: BLE001  a sink that fails now cannot be helped
-                    pass
-            self._finish(progress.REASON, sinks=list(self._sinks))
+            self._stream.log("ERROR", progress.LOGGER, stuck.what)
+            self._finish(progress.REASON)
             return
 
-    def _emit(self, item: Item) -> None:
-        if self._abandoned:
-            return
-        for sink in self._sinks:
-            try:
-                sink(item)
-            except Exception as exc:  # a broken sink is an observatory bug: end the run cleanly
-                if self._sink_fault is None:
-                    self._sink_fault = _ObserverFault(f"sink {_sink_name(sink)}", exc)
-                    self._broken_sink = sink
+    def _sink_failed(self, sink: Sink, exc: Exception) -> None:
+        """A broken sink is an observatory bug: end the run cleanly at the next boundary."""
+        if self._sink_fault is None:
+            self._sink_fault = _ObserverFault(f"sink {_sink_name(sink)}", exc)
+            self._broken_sink = sink
 
-    def _observer_error(self, fault: _ObserverFault) -> ObserverError:
+    def _observer_error(self, fault: _ObserverFault) -> None:
         if fault is self._sink_fault and self._broken_sink is not None:
-            self._sinks = [s for s in self._sinks if s is not self._broken_sink]  # no more
-        cause = fault.cause
-        return ObserverError(step=self._step, where=fault.where, error=type(cause).__name__,
-                             message=first_line(cause))
+            self._stream.unsubscribe(self._broken_sink)  # it gets nothing more
+        self._stream.observer_error(fault.where, fault.cause)
 
-    def _finish(self, reason: str, sinks: list[Sink] | None = None) -> None:
-        """Refuse what is still queued, then emit the one RunFinished (to `sinks` directly
-        when the guard ends a run whose engine thread is blocked)."""
-        step = self._step
+    def _finish(self, reason: str) -> None:
+        """Refuse what is still queued, then the stream's one RunFinished (from the guard's
+        thread when it ends a run whose engine thread is blocked)."""
+        step = self._stream.step
         with self._accepting:
             self._over = True
         while True:
@@ -491,15 +451,7 @@ class Session:
                 done(type(command) is Stop, "the run is over", step)
         self._ended.set()
         self._set_state(state_for_end(reason), step)
-        end = RunFinished(steps=step, reason=reason, sim_s=self._sim_s,
-                          wall_s=time.perf_counter() - self._t0)
-        if sinks is None:
-            return self._emit(end)
-        for sink in sinks:
-            try:
-                sink(end)
-            except Exception:  # noqa: BLE001
-                pass
+        self._stream.finish(reason)
 
     def _set_state(self, state: RunState, step: int) -> None:
         self.state = state
@@ -511,21 +463,16 @@ class Session:
                 self._commands.put((command, source, done))
                 return
         if done is not None:
-            done(type(command) is Stop, "the run is over", self._step)
+            done(type(command) is Stop, "the run is over", self._stream.step)
 
-    def _emit_logs(self, step: int) -> None:
-        for line in logs.drain():
-            self._emit(LogLine(step=step, level=line.level, logger=line.logger,
-                               message=line.message, repeats=line.repeats))
-
-    def _change_policy(self, step: int, policy: Policy, source: str) -> bool:
+    def _change_policy(self, policy: Policy, source: str) -> bool:
         if policy == self._policy:
             return False
         assert self._driver is not None
         require_policy(policy, self._driver.kind)
         old, self._policy = self._policy, policy
-        self._driver.set_policy(policy, source)  # applied when step `step` schedules
-        self._emit(PolicyChanged(step=step, old=str(old), new=str(policy), source=source))
+        self._driver.set_policy(policy, source)  # applied when the next step schedules
+        self._stream.policy_changed(old, policy, source)
         return True
 
     def _drain_commands(self, step: int, sim_s: float) -> bool:
@@ -569,15 +516,15 @@ class Session:
                            self.spec.backend == "sim")
         except ConfigError as exc:
             return False, str(exc)
-        if not self._change_policy(step, policy, source):
+        if not self._change_policy(policy, source):
             return True, f"policy is already {policy}"
         return True, ""
 
     def _apply_burst(self, command: AddBurst, source: str, step: int,
                      sim_s: float) -> tuple[bool, str]:
-        now = self._measured_s() if self._wall_paced else sim_s
+        now = self._stream.elapsed() if self._wall_paced else sim_s
         requests = self._workload.burst(int(command.size or self.spec.burst_size), now)
-        self._emit(self._add_requests(requests, step, sim_s, "burst"))
+        self._arrived(requests, self._add_requests(requests), "burst")
         return True, ""
 
     def _apply_pause(self, command: Pause, source: str, step: int,
@@ -606,9 +553,8 @@ class Session:
                     sim_s: float) -> tuple[bool, str]:
         return command.fn(step)
 
-    def _add_requests(self, requests: list[Request], step: int, sim_s: float,
-                      source: str) -> Arrivals:
-        """Hand `requests` to vLLM; return the Arrivals record for the caller to emit."""
+    def _add_requests(self, requests: list[Request]) -> list[int]:
+        """Hand `requests` to vLLM; return their prompt tokens as vLLM counts them."""
         driver = self._driver
         assert driver is not None
         prompt_tokens: list[int] = []
@@ -618,17 +564,12 @@ class Session:
                 prompt_tokens.append(driver.add_request(request, stamp))
             except Exception as exc:  # vLLM refused the request: vLLM's failure, not ours
                 raise _EngineFault(exc) from exc
-        return Arrivals(step=step, sim_s=sim_s, source=source,
-                        request_ids=[r.request_id for r in requests],
-                        prompt_tokens=prompt_tokens,
-                        arrival_s=[r.arrival_s for r in requests])
+        return prompt_tokens
 
-    def _abort_record(self, exc: BaseException) -> EngineAborted:
-        assert self._driver is not None
-        return EngineAborted(step=self._step, message=first_line(exc),
-                             error=type(exc).__name__, sim_s=self._sim_s,
-                             wall_s=time.perf_counter() - self._t0,
-                             **self._driver.abort_state())
+    def _arrived(self, requests: list[Request], prompt_tokens: list[int], source: str) -> None:
+        """The stream's Arrivals for requests just handed over."""
+        self._stream.arrivals(source, [r.request_id for r in requests], prompt_tokens,
+                              [r.arrival_s for r in requests])
 
 
 _APPLY = {SetPolicy: Session._apply_policy, AddBurst: Session._apply_burst,

@@ -66,20 +66,36 @@ V1_EXAMPLES: dict[str, list[str]] = {
 }
 
 
+V1_MAKER = "vllm033"  # the V1 examples' release (any V1 release makes them with `examples()`)
+
+
+def every_example() -> dict[str, tuple[str, list[str]]]:
+    """Every shipped example: its name, the extra whose venv makes it, and its `run` flags.
+    recordings/MANIFEST lists the same files, and tests read only what it lists
+    (tests/shipped.py; a test holds the two together)."""
+    from engine.adapters.versions import DEFAULT, SUPPORTED
+
+    made = {name: (DEFAULT.extra, flags) for name, flags in DEFAULT_EXAMPLES.items()}
+    made.update({name: (V1_MAKER, flags) for name, flags in V1_EXAMPLES.items()})
+    for release in SUPPORTED:
+        if release.engine != "v0" or release == DEFAULT:
+            continue
+        made[f"seed-5578-off-{release.extra}"] = (release.extra, [*SEED, "--policy", "off"])
+        if release.extra in RESERVE_EXTRAS:
+            made[f"seed-5578-reserve-{release.extra}"] = (
+                release.extra, [*SEED, "--policy", "reserve", "--max-steps", "1600"])
+    return made
+
+
 def examples() -> dict[str, list[str]]:
     """The examples the installed vLLM release makes (engine.adapters.versions)."""
-    from engine.adapters.versions import DEFAULT, require_supported
+    from engine.adapters.versions import require_supported
 
     release = require_supported()
-    if release == DEFAULT:
-        return DEFAULT_EXAMPLES
     if release.engine == "v1":
-        return V1_EXAMPLES
-    made = {f"seed-5578-off-{release.extra}": [*SEED, "--policy", "off"]}
-    if release.extra in RESERVE_EXTRAS:
-        made[f"seed-5578-reserve-{release.extra}"] = [*SEED, "--policy", "reserve",
-                                                      "--max-steps", "1600"]
-    return made
+        return dict(V1_EXAMPLES)
+    return {name: flags for name, (extra, flags) in every_example().items()
+            if extra == release.extra}
 
 
 def observatory(*args: str) -> subprocess.CompletedProcess[str]:

@@ -66,8 +66,7 @@ def test_exec_records_what_a_verl_script_saw(tmp_path):
     assert index == "0" and pid.isdigit()
     steps, finished, _ = _steps_and_finished(path)
     assert len(steps) == seen["steps"] > 0
-    from engine.stream.indexed import open_indexed
-    from engine.stream.reader import load
+    from engine.stream.reader import load, open_indexed
 
     # written by its scribe and sealed before exec returned: whole, with its index
     assert open_indexed(path) is not None and not load(path).truncated

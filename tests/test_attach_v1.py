@@ -43,7 +43,7 @@ def _recorded(path: Path) -> tuple[list, list[str]]:
 def _whole_and_indexed(path: Path) -> str:
     """`observatory summary` reads it from its index with no notice of a cut: the scribe
     sealed it, however the EngineCore process ended. Returns the summary's text."""
-    from engine.stream.indexed import open_indexed
+    from engine.stream.reader import open_indexed
 
     assert open_indexed(path) is not None, "the recording has no index"
     proc = subprocess.run([sys.executable, "-m", "engine.cli", "summary", str(path)],

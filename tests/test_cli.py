@@ -121,7 +121,7 @@ def test_record_to_stdout_is_pure_jsonl():
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     kinds = [json.loads(line)["kind"] for line in lines]
-    assert kinds[-1] == "check"  # the recorder's final Check (engine.stream.integrity)
+    assert kinds[-1] == "check"  # the recorder's final Check (engine.stream.reader.checked)
     kinds = [kind for kind in kinds if kind != "check"]
     # the tally closes the records, the index closes the file
     assert kinds[0] == "header" and kinds[-3:] == ["end", "tally", "index"]

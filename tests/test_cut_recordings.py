@@ -11,10 +11,9 @@ import msgspec
 import pytest
 import zstandard
 
-from engine.analysis.summary import summarize
+from engine.analysis.summary import SummaryBuilder, summarize
 from engine.cli.registry import main
-from engine.stream.indexed import open_indexed
-from engine.stream.reader import load, parse_header
+from engine.stream.reader import load, open_indexed, parse_header
 from engine.stream.recorder import Recorder
 from engine.stream.records import STEP_TYPES, RunFinished, decode_record
 
@@ -27,7 +26,8 @@ CUTS = 200
 def _small(target: Path) -> None:
     """The first STEPS steps of a shipped run and an end record, as the recorder closes it."""
     run = load(SOURCE)
-    with Recorder(target, run.header, background_flush=False, frame_bytes=1 << 14) as rec:
+    with Recorder(target, run.header, background_flush=False, frame_bytes=1 << 14,
+                  fold=SummaryBuilder) as rec:
         last = None
         for item in run.items:
             if type(item) in STEP_TYPES:

@@ -34,6 +34,7 @@ from engine.cli import main
 from engine.stream import limits
 from engine.stream.records import (SCHEMA_VERSION, Arrivals, Check, EngineAborted, Header,
                                    LogLine, PolicyChanged, RunFinished, StepRecord, encode)
+from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +91,8 @@ def _items(steps: int = 300) -> list:
 def _record(path: Path, items: list) -> None:
     """Through the real Recorder, a flush (a Check line, a zstd block) every 20 records and a
     zstd frame every ~8 KB of text (1 MB in a real recording), so frames can be damaged."""
-    recorder = Recorder(path, items[0], background_flush=False, frame_bytes=8000)
+    recorder = Recorder(path, items[0], background_flush=False, frame_bytes=8000,
+                        fold=SummaryBuilder)
     for n, item in enumerate(items[1:]):
         recorder.write(item)
         if n % 20 == 19:

@@ -29,9 +29,10 @@ from engine.session import Session
 from engine.spec import preset_spec
 from engine.stream.records import (SCHEMA_VERSION, Arrivals, DeviceInfo, Header, StepRecord,
                                    decode_record, encode)
+from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 from engine.stream.run import Run
-from engine.timeaxis import GPU, SIM, axis_of
+from engine.stream.timeaxis import GPU, SIM, axis_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -245,7 +246,7 @@ def test_arrivals_follow_the_wall_clock_when_wall_paced():
     added: list[tuple[float, float]] = []  # (planned arrival, measured time when added)
     session.prepare()
     session.subscribe(lambda i: added.extend(
-        (a, time.perf_counter() - session._t0) for a in i.arrival_s)
+        (a, session.elapsed()) for a in i.arrival_s)
         if isinstance(i, Arrivals) else None)
     started = time.perf_counter()
     try:
@@ -611,7 +612,7 @@ async def test_a_gpu_recording_replays_on_its_measured_axis(tmp_path, demo_run):
     header = msgspec.structs.replace(items[0], backend="gpu", time_axis="gpu",
                                      device=DeviceInfo(name="NVIDIA Test"))
     path = tmp_path / "gpu.jsonl"
-    recorder = Recorder(path, header, background_flush=False)
+    recorder = Recorder(path, header, background_flush=False, fold=SummaryBuilder)
     for item in items[1:]:
         recorder.write(item)
     recorder.close()

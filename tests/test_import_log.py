@@ -13,6 +13,7 @@ from engine.analysis.summary import summarize
 from engine.cli import main
 from engine.errors import RecordingError
 from engine.stream.reader import load
+from shipped import shipped
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 SEED_LOG = Path("/work/shared/seed/vllm-issue-5578.txt")
@@ -116,8 +117,7 @@ def test_a_sim_runs_own_stats_lines_reimport_to_its_numbers(tmp_path) -> None:
     written out as a log and re-imported, they must give back the queue and KV figures of the
     step that printed them, and token rates that match the steps between two lines."""
     # vLLM prints one every 5 s of wall time: take the shipped recording that has the most
-    recordings = [load(p) for p in (Path(__file__).parent.parent / "recordings").glob(
-        "seed-5578-*.jsonl.zst")]
+    recordings = [load(p) for p in shipped("seed-5578-*.jsonl.zst")]
     recording = max(recordings, key=lambda r: len(stats_lines(r)))
     lines, expected = [], []
     for item in stats_lines(recording):

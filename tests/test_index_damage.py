@@ -14,12 +14,12 @@ import msgspec
 import pytest
 import zstandard
 
-from engine.analysis.summary import summarize
+from engine.analysis.summary import SummaryBuilder, summarize
 from engine.cli.registry import main
-from engine.stream.indexed import open_indexed, vouch
-from engine.stream.reader import RecordingError, load
+from engine.stream.reader import RecordingError, load, open_indexed, vouch
 from engine.stream.recorder import Recorder
 from engine.stream.records import Index, Tally, encode
+from shipped import shipped
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {"off": ROOT / "recordings" / "seed-5578-off.jsonl.zst",  # aborts at step 805
@@ -29,7 +29,8 @@ FRAME = 1 << 15  # small frames, so a run has dozens
 
 def record(source: Path, target: Path) -> None:
     run = load(source)
-    with Recorder(target, run.header, background_flush=False, frame_bytes=FRAME) as rec:
+    with Recorder(target, run.header, background_flush=False, frame_bytes=FRAME,
+                  fold=SummaryBuilder) as rec:
         for item in run.items:
             rec.write(item)
     assert rec.error is None
@@ -290,10 +291,10 @@ def test_verify_refuses_every_damage_before_running_the_engine(
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_a_replay_never_opens_on_a_window_the_records_do_not_vouch_for(
         made: dict[str, Path], tmp_path: Path, damage: str, suffix: str) -> None:
-    from tui.launch import _windowed_replay
+    from engine.stream.reader import Mode, choose
 
     path, other = made["strict" + suffix], made["off" + suffix]
-    assert _windowed_replay(str(path), 1.0, False, window_from_steps=0) is not None
+    assert choose(str(path), window_from_steps=0).mode is Mode.INDEXED
     damaged = tmp_path / path.name
     damaged.write_bytes(DAMAGES[damage](path, other))
     indexed = open_indexed(damaged)
@@ -303,7 +304,7 @@ def test_a_replay_never_opens_on_a_window_the_records_do_not_vouch_for(
         assert indexed is not None and vouch(indexed) is None
         return
     assert indexed is None or vouch(indexed) is not None
-    assert _windowed_replay(str(damaged), 1.0, False, window_from_steps=0) is None
+    assert choose(str(damaged), window_from_steps=0).mode is Mode.CHECKING
 
 
 def test_a_whole_file_replay_of_a_forged_window_opens_on_the_records(
@@ -364,7 +365,7 @@ def test_verify_refuses_a_program_engines_recording_at_once(
     header = msgspec.structs.replace(run.header, engine_config={
         **run.header.engine_config, "attached": {"name": "host/123/0"}})
     path = tmp_path / "exec.jsonl.zst"
-    with Recorder(path, header, background_flush=False) as rec:
+    with Recorder(path, header, background_flush=False, fold=SummaryBuilder) as rec:
         for item in run.items:
             rec.write(item)
     started = time.monotonic()
@@ -375,7 +376,7 @@ def test_verify_refuses_a_program_engines_recording_at_once(
     assert time.monotonic() - started < 5
 
 
-SHIPPED_V1 = sorted((ROOT / "recordings").glob("v1-*.jsonl.zst")) + [
+SHIPPED_V1 = shipped("v1-*.jsonl.zst") + [
     ROOT / "tests" / "fixtures" / "stall" / "v1-hol-stall.jsonl.zst"]
 
 

@@ -22,6 +22,7 @@ from engine.analysis.export import export
 from engine.errors import ConfigError
 from engine.outpath import IN_PLACE, NEW, REGULAR, STDOUT, classify, remove_empty, write_output
 from engine.stream.reader import load
+from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,7 +143,7 @@ def _export(path: Path) -> None:
 
 def _record(path: Path) -> None:
     recording = load(RECORDING)
-    with Recorder(path, recording.header, background_flush=False) as rec:
+    with Recorder(path, recording.header, background_flush=False, fold=SummaryBuilder) as rec:
         for step in recording.steps[:50]:
             rec.write(step)
     assert rec.error is None

@@ -68,13 +68,14 @@ def test_a_session_whose_step_never_returns_is_ended_and_its_recording_sealed(tm
     from engine.session import Session
     from engine.spec import preset_spec
     from engine.stream.reader import load
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.recorder import Recorder
 
     kind = _engine_kind()
     spec = preset_spec("demo" if kind == "v0" else "v1-thrash", max_steps=50).validated()
     session = Session(spec, guard=ProgressGuard(seconds=0.2))
     path = tmp_path / "blocked.jsonl.zst"
-    recorder = Recorder(str(path))
+    recorder = Recorder(str(path), fold=SummaryBuilder)
     session.subscribe(recorder.sink)
     release, ended = threading.Event(), threading.Event()
     seen: list = []

@@ -24,6 +24,7 @@ import pytest
 from engine.errors import ConfigError
 from engine.stream.reader import RecordingError, follow, load
 from engine.stream.run import Recording
+from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder, default_recording_path
 from engine.stream.records import (SCHEMA_VERSION, Arrivals, Check, EngineAborted, Header,
                                    PolicyChanged, RunFinished, StepRecord, decode_record, encode)
@@ -135,7 +136,8 @@ def record_run(path: Path, spec: Any, burst_at: dict[int, int] | None = None) ->
 
     session = Session(spec)
     items: list[Any] = []
-    recorder = Recorder(path, flush_interval_s=0.02)  # many flushes, as in a long run
+    recorder = Recorder(path, flush_interval_s=0.02,
+                        fold=SummaryBuilder)  # many flushes, as in a long run
     session.subscribe(recorder.sink)
     session.subscribe(items.append)
     if burst_at:
@@ -349,7 +351,7 @@ def test_a_file_cut_on_a_boundary_is_reported_as_cut(tmp_path: Path, where: str)
         assert not recording.truncated and recording.finished is not None
         return
     assert recording.truncated and recording.finished is None
-    from engine.stream.integrity import notes
+    from engine.stream.reader import notes
 
     assert any("cut" in note for note in notes(recording))
 
@@ -364,7 +366,7 @@ def test_header_only_file_is_cut(tmp_path: Path) -> None:
 
 def test_truncated_zstd_frame_is_tolerated(tmp_path: Path) -> None:
     path = tmp_path / "cut.jsonl.zst"
-    recorder = Recorder(path, make_header())
+    recorder = Recorder(path, make_header(), fold=SummaryBuilder)
     ends = [path.stat().st_size]  # where each flush ended: after the header's
     for i in range(300):
         recorder.write(make_step(i))
@@ -457,7 +459,7 @@ def test_lines_and_blocks_lost_repeated_or_reordered(tmp_path: Path, damage: str
         load(path)
     recording = load(path, lenient=True)
     assert recording.problem_count >= 1
-    from engine.stream.integrity import notes
+    from engine.stream.reader import notes
 
     assert any("DAMAGED" in note for note in notes(recording))
 
@@ -600,7 +602,7 @@ import os, signal, sys, time
 sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_recording import make_header, make_step
 from engine.stream.recorder import Recorder
-rec = Recorder({str(path)!r}, make_header(), background_flush=False)
+rec = Recorder({str(path)!r}, make_header(), fold=None, background_flush=False)
 for i in range(200):
     rec.write(make_step(i))
 time.sleep(0.6)
@@ -621,7 +623,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 def test_random_access_events_and_series(tmp_path: Path) -> None:
     path = tmp_path / "idx.jsonl.zst"
-    recorder = Recorder(path, make_header())
+    recorder = Recorder(path, make_header(), fold=SummaryBuilder)
     for line in synthetic_lines(100)[1:]:
         recorder.write(decode_record(line))
     recorder.close()
@@ -659,7 +661,7 @@ def test_default_recording_path() -> None:
     spec = preset_spec("seed-5578", policy="watermark:0.5")
     when = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
     assert default_recording_path(spec, when) == Path(
-        "recordings/20260304T050607Z-seed-5578-watermark_0.5.jsonl.zst")
+        "runs/20260304T050607Z-seed-5578-watermark_0.5.jsonl.zst")
 
 
 def test_default_recording_path_never_overwrites(tmp_path: Path,
@@ -670,14 +672,14 @@ def test_default_recording_path_never_overwrites(tmp_path: Path,
     spec = preset_spec("demo", policy="off")
     when = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
     first = default_recording_path(spec, when)
-    Recorder(first, make_header()).close()  # creates recordings/
+    Recorder(first, make_header(), fold=SummaryBuilder).close()  # creates runs/
     second = default_recording_path(spec, when)
     assert second != first and second.name == "20260304T050607Z-demo-off-2.jsonl.zst"
 
 
 def test_recorder_sink_writes_the_header_once_and_close_is_idempotent(tmp_path: Path) -> None:
     path = tmp_path / "sink.jsonl"
-    recorder = Recorder(path)
+    recorder = Recorder(path, fold=SummaryBuilder)
     header = make_header()
     recorder.sink(header)
     recorder.sink(header)
@@ -694,7 +696,7 @@ def test_recorder_sink_writes_the_header_once_and_close_is_idempotent(tmp_path: 
 def test_recorder_flushes_while_no_records_arrive(tmp_path: Path) -> None:
     """A paused engine writes nothing; what it wrote before must still reach the disk."""
     path = tmp_path / "paused.jsonl.zst"
-    recorder = Recorder(path, make_header(), flush_interval_s=0.3)
+    recorder = Recorder(path, make_header(), flush_interval_s=0.3, fold=SummaryBuilder)
     recorder.write(make_step(0))  # buffered: the header's flush was just now
     assert len(load(path)) == 0
     deadline = time.monotonic() + 10
@@ -706,7 +708,7 @@ def test_recorder_flushes_while_no_records_arrive(tmp_path: Path) -> None:
 
 
 def test_recorder_to_stdout_is_plain_jsonl(capsysbinary: pytest.CaptureFixture[bytes]) -> None:
-    recorder = Recorder("-", make_header())
+    recorder = Recorder("-", make_header(), fold=SummaryBuilder)
     recorder.write(make_step(0))
     recorder.close()
     out = capsysbinary.readouterr().out.splitlines()
@@ -720,7 +722,8 @@ def test_zst_flushes_decode_on_their_own_and_frames_carry_checksums(tmp_path: Pa
     import zstandard
 
     path = tmp_path / "frames.jsonl.zst"
-    recorder = Recorder(path, make_header(), frame_bytes=3000)  # a frame every ~5 steps
+    recorder = Recorder(path, make_header(), frame_bytes=3000,
+                        fold=SummaryBuilder)  # a frame every ~5 steps
     ends = [path.stat().st_size]
     for i in range(40):
         recorder.write(make_step(i))
@@ -820,7 +823,7 @@ def test_compare_cli_prints_table_and_plot(demo_off: tuple[Path, list[Any]]) -> 
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
 def test_follow_sees_lines_appended_after_it_started(tmp_path: Path, suffix: str) -> None:
     path = tmp_path / f"live{suffix}"
-    recorder = Recorder(path, make_header())
+    recorder = Recorder(path, make_header(), fold=SummaryBuilder)
     recorder.write(make_step(0))
     recorder.flush()
     seen: list[Any] = []
@@ -851,7 +854,7 @@ def test_follow_sees_lines_appended_after_it_started(tmp_path: Path, suffix: str
 
 def test_follow_stops_when_asked(tmp_path: Path) -> None:
     path = tmp_path / "idle.jsonl"
-    Recorder(path, make_header()).flush()
+    Recorder(path, make_header(), fold=SummaryBuilder).flush()
     stop = threading.Event()
     threading.Timer(0.2, stop.set).start()
     items = list(follow(path, poll_s=0.01, stop=stop))

@@ -1,5 +1,5 @@
 """The recorder's index: written at close, read from the tail by `summary` and replay, and held
-to the records by every full read (engine.stream.indexed, engine.stream.integrity)."""
+to the records by every full read (engine.stream.reader.indexed, engine.stream.reader.checked)."""
 
 from __future__ import annotations
 
@@ -11,23 +11,24 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from engine.analysis.summary import summarize
+from engine.analysis.index_summary import summary_of
+from engine.analysis.summary import SummaryBuilder, summarize
 from engine.cli.summary import Summary as SummaryCommand
-from engine.stream.indexed import open_indexed, summary_of
-from engine.stream.reader import RecordingError, load
+from engine.stream.reader import RecordingError, load, open_indexed
 from engine.stream.recorder import Recorder
 from engine.stream.records import STEP_TYPES, EngineAborted, Index, encode
+from shipped import shipped
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = sorted(p for p in (ROOT / "recordings").glob("*.jsonl.zst")
-                 if not p.name.startswith("."))  # not make_examples.py's files in the making
+SHIPPED = shipped()  # recordings/MANIFEST: never a user's own runs
 FRAME = 1 << 15  # small frames, so a 1,600-step run has dozens
 
 
 def rewrite(source: Path, target: Path, frame_bytes: int = FRAME) -> None:
     """Record a shipped run's records again, as a recorder closing normally writes them."""
     run = load(source)
-    recorder = Recorder(target, run.header, background_flush=False, frame_bytes=frame_bytes)
+    recorder = Recorder(target, run.header, background_flush=False, frame_bytes=frame_bytes,
+                        fold=SummaryBuilder)
     for item in run.items:
         recorder.write(item)
     recorder.close()
@@ -107,7 +108,8 @@ def test_a_file_cut_before_its_index_opens_whole_up_to_the_abort(tmp_path: Path)
     assert full.abort is not None
     # the writer died at the abort: everything up to it flushed, no index, no final check
     cut = tmp_path / "cut.jsonl"
-    recorder = Recorder(cut, full.header, background_flush=False, frame_bytes=FRAME)
+    recorder = Recorder(cut, full.header, background_flush=False, frame_bytes=FRAME,
+                        fold=SummaryBuilder)
     for item in full.items:
         recorder.write(item)
         if isinstance(item, EngineAborted):
@@ -185,7 +187,8 @@ def test_a_recording_switched_off_mid_run_says_so_from_its_index(tmp_path: Path)
 
     run = load(ROOT / "recordings" / "seed-5578-strict.jsonl.zst")
     path = tmp_path / "off-at-900.jsonl.zst"
-    recorder = Recorder(path, run.header, background_flush=False, frame_bytes=FRAME)
+    recorder = Recorder(path, run.header, background_flush=False, frame_bytes=FRAME,
+                        fold=SummaryBuilder)
     for item in run.items:
         if type(item) in STEP_TYPES and item.step == 900 or isinstance(item, RunFinished):
             break  # the TUI's `r` key: recording off, the run goes on

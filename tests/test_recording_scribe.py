@@ -1,4 +1,4 @@
-"""The scribe (engine.stream.scribe, engine.host.scribe_pipe): an attached engine's recording is
+"""The scribe (engine.host.scribe, engine.host.scribe_pipe): an attached engine's recording is
 written by a process of its own, so every exit of the engine's process leaves it whole and
 indexed (issue #31 item 5, #30 item 4c). No vLLM: a real writer process sends real records
 through a real ScribeRecorder, and ends as a killed EngineCore does.
@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.stream.indexed import open_indexed
-from engine.stream.reader import load
+from engine.stream.reader import load, open_indexed
 from engine.stream.records import RunFinished, StepRecord
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,12 +40,12 @@ WRITER = textwrap.dedent("""
     for i in range(steps):
         step = make_step(i)
         controller.write(step, encode(step) + b"\\n")
-    if how == "partial":  # died inside a write: half a line reaches the pipe
-        os.write(controller._recorder._fd, encode(make_step(steps))[:40])
+    if how == "partial":  # died inside a write: half a line reaches the socket
+        controller._recorder._records.send(encode(make_step(steps))[:40])
     if how == "close":
         end = RunFinished(steps=steps, reason="completed", sim_s=1.0, wall_s=1.0)
         controller.write(end, encode(end) + b"\\n")
-    if how == "fork":  # a child that outlives this process must not hold the pipe open
+    if how == "fork":  # a child that outlives this process must not hold the socket open
         child = os.fork()
         if child == 0:
             null = os.open(os.devnull, os.O_RDWR)
@@ -180,6 +179,38 @@ def test_a_dead_scribe_is_an_error_never_an_exception(tmp_path):
         recorder.write_line(line)
     assert recorder.error is not None and "writer process ended" in recorder.error.strerror
     recorder.close()
+
+
+def test_a_writer_that_restored_sigpipe_survives_a_dead_scribe(tmp_path):
+    """A user's program may put SIGPIPE back to its default (killing the process), as many a
+    CLI does: a write to a scribe that died must then still be an error, never the signal
+    (the record channel is a socket written with MSG_NOSIGNAL)."""
+    script = textwrap.dedent("""
+        import os, select, signal, sys
+        sys.path.insert(0, sys.argv[2])
+        sys.path.insert(0, os.path.join(sys.argv[2], "tests"))
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as the user's program did
+        from test_recording import make_header, make_step
+        from engine.host.scribe_pipe import ScribeRecorder
+        from engine.stream.records import encode
+
+        recorder = ScribeRecorder(sys.argv[1], make_header())
+        assert recorder.running.wait(30)
+        gone = os.pidfd_open(recorder.scribe_pid)  # readable once it has exited, its files
+        os.kill(recorder.scribe_pid, signal.SIGKILL)  # (the socket's end) released
+        assert select.select([gone], [], [], 30)[0] and recorder._done.wait(30)
+        # what the engine's thread meets when it writes before the status thread has read
+        # the end of the scribe's status pipe (and said the scribe is gone)
+        recorder.error = None
+        for i in range(3):
+            recorder.write_line(encode(make_step(i)) + b"\\n")
+        recorder.close()
+        print("alive:", recorder.error.strerror, flush=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "run.jsonl"), str(ROOT)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.startswith("alive: the recording's writer process ended"), proc.stdout
 
 
 def test_rec_grows_with_the_file_while_the_engine_runs(tmp_path):

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from engine.stream.integrity import notes
-from engine.stream.reader import load
+from engine.stream.reader import load, notes
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,8 +2,10 @@
 commands landing in the server's recording with their source, garbage clients dropped while the
 run goes on, several clients at once, and a late attach seeing the whole run.
 
-One serve process (a real vLLM engine on the sim backend) is shared by the module; every test
-leaves it usable for the next, and the fixture stops it by PID.
+A serve process is a real vLLM engine on the sim backend. The tests that leave the run going
+share one (`serve`); the two that end it (a policy change followed to the end, a late attach
+to a finished run) each get their own (`own_serve`), so the tests pass in any order. The
+fixtures stop them by PID.
 """
 
 from __future__ import annotations
@@ -64,12 +66,23 @@ class Serve:
             return self.process.wait(10)
 
 
-@pytest.fixture(scope="module")
-def serve(tmp_path_factory):
-    server = Serve(tmp_path_factory.mktemp("serve"))
+def _served(tmp: Path):
+    server = Serve(tmp)
     yield server
     # 0 if the run ended by itself, 143 if SIGTERM stopped it (it ends like SIGINT, 128 + N)
     assert server.stop() in (0, 143), server.log[-5:]
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory):
+    """A server whose run the module's tests leave going."""
+    yield from _served(tmp_path_factory.mktemp("serve"))
+
+
+@pytest.fixture
+def own_serve(tmp_path):
+    """A server of the test's own, whose run the test may end."""
+    yield from _served(tmp_path)
 
 
 def raw_exchange(address: str, data: bytes, timeout: float = 10.0) -> list[bytes]:
@@ -130,7 +143,8 @@ def test_a_client_sending_garbage_is_dropped_and_the_run_goes_on(serve):
     assert any("dropped client noisy" in line for line in serve.log)
 
 
-def test_remote_policy_change_reaches_every_client_and_the_recording(serve):
+def test_remote_policy_change_reaches_every_client_and_the_recording(own_serve):
+    serve = own_serve
     alice = connect(serve.address, serve.token, client="alice")
     bob = connect(serve.address, serve.token, client="bob")
     assert alice.welcome.source == "remote:alice" and alice.pid is None
@@ -163,9 +177,10 @@ def test_remote_policy_change_reaches_every_client_and_the_recording(serve):
     assert recording.finished == rest[-1]
 
 
-def test_a_late_attach_sees_the_whole_run(serve):
+def test_a_late_attach_sees_the_whole_run(own_serve):
+    serve = own_serve
     finisher = connect(serve.address, serve.token, client="finisher")
-    finisher.send("stop")  # idempotent: ends the run if an earlier test did not
+    finisher.send("stop")
     assert isinstance(list(finisher.items())[-1], RunFinished)
     finisher.close()
     # The engine thread publishes its "stopped" state just after the end record; a client that

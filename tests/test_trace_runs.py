@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from engine.analysis.summary import summarize
+from engine.analysis.summary import SummaryBuilder, summarize
 from engine.exit_status import ExitStatus
 from engine.spec import RunSpec
 from engine.stream.recorder import Recorder
@@ -34,7 +34,8 @@ def run(spec: RunSpec, record: Path | None = None) -> list[Any]:
     session = Session(spec)
     items: list[Any] = []
     session.subscribe(items.append)
-    recorder = Recorder(record, flush_interval_s=0.05) if record is not None else None
+    recorder = Recorder(record, flush_interval_s=0.05,
+                        fold=SummaryBuilder) if record is not None else None
     if recorder is not None:
         session.subscribe(recorder.sink)
     try:

@@ -158,7 +158,7 @@ async def test_the_sweep_browser_says_how_to_open_a_cell_and_a_cells_help_lists_
 
     from screens_harness import OFF
     from tui.cli.sweep_browse import browse_app
-    from tui.launch import load_view
+    from tui.run_source import load_view
     from tui.sweeps.sweep_screen import CellReplayScreen
 
     shipped = Path(__file__).resolve().parents[1] / "sweeps" / "demo-cpu-blocks"

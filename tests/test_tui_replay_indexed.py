@@ -9,9 +9,10 @@ import threading
 from pathlib import Path
 
 from engine.stream.reader import load
+from engine.analysis.summary import SummaryBuilder
 from engine.stream.recorder import Recorder
 from tui.launch import replay_app
-from tui.replay.lazy import WholeRunLoader
+from tui.run_window import WholeRunLoader
 from tui.replay.replay_screen import ReplayScreen
 from tui.widgets.replay_bar import ReplayBar
 
@@ -23,7 +24,8 @@ SIZE = (160, 50)
 def indexed_copy(tmp_path: Path, frame_bytes: int = 1 << 15) -> Path:
     run = load(OFF)
     path = tmp_path / "off.jsonl.zst"
-    recorder = Recorder(path, run.header, background_flush=False, frame_bytes=frame_bytes)
+    recorder = Recorder(path, run.header, background_flush=False, frame_bytes=frame_bytes,
+                        fold=SummaryBuilder)
     for item in run.items:
         recorder.write(item)
     recorder.close()
@@ -117,7 +119,7 @@ def test_the_whole_read_turns_the_collector_off_and_with_freeze_freezes_the_run(
     `replay` command owns its process) the run ends in the permanent generation."""
     import gc
 
-    from engine.stream.indexed import open_indexed
+    from engine.stream.reader import open_indexed
 
     path = indexed_copy(tmp_path)
 
@@ -153,7 +155,7 @@ def test_the_whole_read_turns_the_collector_off_and_with_freeze_freezes_the_run(
 
 
 def test_a_frame_read_offers_to_pause_every_few_hundred_lines(tmp_path):
-    from engine.stream.indexed import PAUSE_LINES, open_indexed
+    from engine.stream.reader import PAUSE_LINES, open_indexed
 
     path = indexed_copy(tmp_path, frame_bytes=1 << 20)
     indexed = open_indexed(path)

@@ -73,11 +73,12 @@ def test_a_gap_in_the_steps_is_bridged_with_a_notice(demo_run):
 def test_a_lenient_read_with_a_missing_step_keeps_steps_in_place(demo_run, tmp_path):
     """`replay --lenient` of a file whose step line is corrupt: the gap is bridged and said."""
     from engine.stream.reader import load
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.recorder import Recorder
 
     items = demo_run("off")
     path = tmp_path / "damaged.jsonl"
-    with Recorder(path, items[0], background_flush=False) as recorder:
+    with Recorder(path, items[0], background_flush=False, fold=SummaryBuilder) as recorder:
         for item in items[1:]:
             recorder.write(item)
             recorder.flush()  # a Check line per record: damage costs just that record

@@ -135,12 +135,13 @@ def _without_wall(step: V1StepRecord) -> V1StepRecord:
 
 def test_two_runs_make_the_same_decisions_and_the_recording_verifies(tmp_path):
     from engine.analysis.verify import verify_file
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.recorder import Recorder
 
     spec = preset_spec("v1-thrash", max_steps=600, toggles=[(300, "whole-context")])
     path = tmp_path / "v1.jsonl"
     first: list = []
-    recorder = Recorder(str(path))
+    recorder = Recorder(str(path), fold=SummaryBuilder)
     session = Session(spec.validated())
     session.subscribe(first.append)
     session.subscribe(recorder.sink)

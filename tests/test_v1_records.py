@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from engine.analysis.summary import V1Summary, summarize
+from engine.analysis.summary import SummaryBuilder, V1Summary, summarize
 from engine.errors import ConfigError
 from engine.policy import Policy, next_policy, parse_policy, require_engine_kind
 from engine.spec import preset_spec
@@ -92,7 +92,7 @@ def test_a_v1_step_carries_the_run_so_far():
 def test_a_v1_recording_writes_loads_and_indexes(tmp_path):
     path = tmp_path / "v1.jsonl"
     items = thrash_items()
-    recorder = Recorder(str(path))
+    recorder = Recorder(str(path), fold=SummaryBuilder)
     for item in items:
         recorder.sink(item)
     recorder.close()
@@ -105,10 +105,10 @@ def test_a_v1_recording_writes_loads_and_indexes(tmp_path):
 
 
 def test_a_v1_recording_with_more_blocks_used_than_exist_is_refused(tmp_path):
-    from engine.stream.integrity import RecordingError
+    from engine.stream.reader import RecordingError
 
     path = tmp_path / "bad.jsonl"
-    recorder = Recorder(str(path))
+    recorder = Recorder(str(path), fold=SummaryBuilder)
     for item in [v1_header(), v1_step(0, gpu_used=2000)]:
         recorder.sink(item)
     recorder.close()

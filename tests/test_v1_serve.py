@@ -142,7 +142,7 @@ def test_explicit_forms_serve_the_openai_client_and_record(servers):
 
 def test_exec_serves_vllm_bench_and_a_client_switches_the_policy(servers, tmp_path):
     from engine.stream.client import connect
-    from engine.stream.indexed import open_indexed
+    from engine.stream.reader import open_indexed
     from engine.stream.protocol import Ack
     from engine.stream.reader import load
     from engine.stream.records import PolicyChanged, V1StepRecord

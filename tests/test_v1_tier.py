@@ -151,11 +151,12 @@ def test_requests_left_waiting_for_their_loads_end_the_run_stuck_and_it_verifies
     from engine.analysis.verify import verify_file
     from engine.session import Session
     from engine.spec import preset_spec
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.recorder import Recorder
 
     path = tmp_path / "stuck.jsonl.zst"
     items: list = []
-    recorder = Recorder(str(path))
+    recorder = Recorder(str(path), fold=SummaryBuilder)
     session = Session(preset_spec(PRESET, offload_bandwidth_gbps=1e-6).validated())
     session.subscribe(items.append)
     session.subscribe(recorder.sink)
@@ -263,11 +264,12 @@ def test_two_runs_write_the_same_records_and_the_recording_verifies(tmp_path):
     from engine.analysis.verify import verify_file
     from engine.session import Session
     from engine.spec import preset_spec
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.recorder import Recorder
 
     path = tmp_path / "tier.jsonl"
     first: list = []
-    recorder = Recorder(str(path))
+    recorder = Recorder(str(path), fold=SummaryBuilder)
     session = Session(preset_spec(PRESET).validated())
     session.subscribe(first.append)
     session.subscribe(recorder.sink)

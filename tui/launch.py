@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.errors import ConfigError, ObservatoryError, RecordingError
+from engine.errors import ConfigError, ObservatoryError
 from engine.exit_status import ExitStatus
 from engine.safe_text import safe
 from engine.spec import RunSpec
@@ -21,7 +21,6 @@ from tui.playhead import MAX_SPEED, MIN_SPEED
 
 if TYPE_CHECKING:  # textual and the run index load late: `live --connect` refuses before them
     from tui.app import ObservatoryApp
-    from tui.run_view import RunView
     from tui.live.live_screen import SourceFactory
 
 
@@ -31,7 +30,7 @@ def _fail(message: str) -> int:
 
 
 RecordMode = str | None
-"""Where a live run records: None (not at all), "auto" (recordings/<time>-<preset>-<policy>,
+"""Where a live run records: None (not at all), "auto" (runs/<time>-<preset>-<policy>,
 named anew for every restart, so the name always says the policy that ran), or a path (the
 first run; restarts then go back to "auto")."""
 
@@ -188,41 +187,21 @@ def _display_name(path: str) -> str:
     return "stdin" if path == "-" else Path(path).name
 
 
-def load_view(path: str, lenient: bool = False) -> tuple[RunView, str | None]:
-    """A whole recording as a RunView, plus a notice if it was truncated or had bad lines.
-
-    Raises engine.errors.RecordingError with the reader's message.
-    """
-    from engine.stream.reader import load
-    from tui.run_view import RunView
-
-    view = load(path, lenient=lenient, into=RunView)
-    recording = view
-    notes = []
-    if recording.truncated:
-        notes.append("the recording is truncated (its writer stopped mid-line); "
-                     "replaying what is there")
-    if recording.skipped_lines:
-        notes.append(f"{recording.skipped_lines} corrupt line(s) skipped (--lenient)")
-    if recording.finished is None and not recording.truncated:
-        notes.append("the recording has no end record: the run did not finish cleanly")
-    return view, "; ".join(notes) or None
-
-
 def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                lenient: bool = False, autoplay: bool = True, reference: str | None = None,
                reference_offset: float = 0.0, hold_whole_read=None,
                window_from_steps: int | None = None,
                reference_engine: int | None = None, freeze: bool = False) -> ObservatoryApp:
     """Build the replay (one path) or compare (two paths) app; raises ConfigError.
+    How each file is read is the reader's choice (tui.run_source.open_replay).
     `hold_whole_read` (tests): a threading.Event the background read of an indexed recording
     waits for, so the window it opens on can be driven first. `window_from_steps`: how long
-    an indexed recording must be to open on a window (tui.replay.lazy.WINDOW_FROM_STEPS).
+    an indexed recording must be to open on a window (tui.run_window.WINDOW_FROM_STEPS).
     `freeze`: the app owns the process (the `replay` command), so the background read moves
     the whole run out of the cyclic collector's sight when it is done (WholeRunLoader)."""
     from tui.app import ObservatoryApp
     from tui.replay.replay_screen import ReplayScreen
-    from tui.run_view import RunView
+    from tui.run_source import open_replay
 
     if not 1 <= len(paths) <= 2:
         raise ConfigError(f"replay takes one recording, or two to compare; got {len(paths)}")
@@ -231,28 +210,20 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                           f"got {speed:g}")
     if reference is not None and (follow or len(paths) != 1):
         raise ConfigError("--reference overlays a real log on one finished recording's replay")
-    if follow:
-        if len(paths) != 1:
-            raise ConfigError("--follow follows one recording; compare needs finished ones")
-        from tui.run_source import FollowSource
+    if follow and len(paths) != 1:
+        raise ConfigError("--follow follows one recording; compare needs finished ones")
+    if len(paths) == 1 and reference is None:  # one long recording may open on a window
+        from tui.run_window import WINDOW_FROM_STEPS
 
-        path = paths[0]
-        if path != "-" and not os.path.exists(path):
-            raise RecordingError(f"{path}: no such file: start the writer first, or pass - to "
-                              f"read a recording from stdin")
-        source = FollowSource(path, lenient=lenient)
-        return ObservatoryApp(lambda: ReplayScreen(RunView(), title=_display_name(path),
-                                                   speed=speed, source=source))
-    if len(paths) == 1 and paths[0] != "-" and reference is None:
-        app = _windowed_replay(paths[0], speed, lenient, hold_whole_read, window_from_steps,
-                               freeze)
-        if app is not None:
-            return app
-    loaded = [load_view(p, lenient) for p in paths]
+        window = WINDOW_FROM_STEPS if window_from_steps is None else window_from_steps
+    else:
+        window = None
+    opened = [open_replay(p, lenient, follow=follow, window_from_steps=window,
+                          hold=hold_whole_read, freeze=freeze) for p in paths]
     if len(paths) == 2:
         from tui.replay.compare_screen import CompareScreen  # numpy, the A/B timeline: only here
 
-        views = [v for v, _ in loaded]
+        views = [o.view for o in opened]
         names = [_display_name(p) for p in paths]
         kinds = [v.engine for v in views]
         if kinds[0] != kinds[1]:  # A/B steps two runs side by side, in one engine's words
@@ -261,43 +232,13 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                               f"{kinds[1].upper()}: compare them with `observatory compare "
                               f"{paths[0]} {paths[1]}`, or replay each alone")
         return ObservatoryApp(lambda: CompareScreen(views, names))
-    view, notice = loaded[0]
-    view.reference = _reference(reference, reference_offset, reference_engine)
-    return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(paths[0]),
-                                               speed=speed, autoplay=autoplay, notice=notice))
-
-
-def _windowed_replay(path: str, speed: float, lenient: bool, hold=None,
-                     window_from_steps: int | None = None,
-                     freeze: bool = False) -> ObservatoryApp | None:
-    """A long recording with an index opens on a window of its last steps while the whole file
-    is read in the background (tui.replay.lazy); None: short, no index (or it does not check),
-    so the caller reads the whole file first, as for every other recording."""
-    from engine.stream.indexed import IndexDamaged, open_indexed, vouch
-
-    from tui.replay.lazy import WINDOW_FROM_STEPS
-
-    indexed = open_indexed(path)
-    if indexed is None or indexed.index.last_step is None or indexed.index.steps < (
-            WINDOW_FROM_STEPS if window_from_steps is None else window_from_steps):
-        return None
-    if vouch(indexed) not in (None, "no tally"):
-        return None  # the index is not the records': the whole read says what is wrong
-    from tui.app import ObservatoryApp
-    from tui.replay.lazy import WholeRunLoader, window_at
-    from tui.replay.replay_screen import ReplayScreen
-
-    try:
-        header = indexed.header()
-        view = window_at(indexed, header, indexed.index.last_step)
-    except (IndexDamaged, OSError):
-        return None
-    notice = None if indexed.index.finished else ("the recording has no end record: the run "
-                                                  "did not finish cleanly")
-    loader = WholeRunLoader(path, lenient, hold, indexed, freeze)
-    return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(path), speed=speed,
-                                               autoplay=False, notice=notice, indexed=indexed,
-                                               loader=loader))
+    (opening,) = opened
+    if reference is not None:
+        opening.view.reference = _reference(reference, reference_offset, reference_engine)
+    return ObservatoryApp(lambda: ReplayScreen(
+        opening.view, title=_display_name(paths[0]), speed=speed, autoplay=autoplay,
+        notice=opening.notice, source=opening.source, indexed=opening.indexed,
+        loader=opening.loader))
 
 
 def _stdin_to_tty() -> None:

@@ -100,7 +100,7 @@ class StreamEnded(Message):
 
 
 class RunLoaded(Message):
-    """A recording opened from its index (tui.replay.lazy) has been read whole on a
+    """A recording opened from its index (tui.run_window) has been read whole on a
     background thread: `view` (a RunView) replaces the window the screen opened on. `error`:
     the whole read failed (one line); the window stays."""
 

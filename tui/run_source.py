@@ -9,14 +9,18 @@ sends commands with `send`. Two kinds exist:
   through an `engine.stream.client.EngineLink`. It takes commands.
 - `FollowSource`: a recording another process is still writing, or stdin. Read-only.
 
-A whole recording needs no source: it is loaded before the screen opens.
+A whole recording needs no source: it is loaded before the screen opens. Which of these a
+replay opens on is the reader's choice (engine.stream.reader.choose: live, indexed or checking),
+made into what the screen needs by `open_replay`: a FollowSource for a live file, a window of a
+long file's end with the whole read going on behind it, or the whole file read and checked.
 """
 
 from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Callable, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from textual.message_pump import MessagePump
 
@@ -24,6 +28,11 @@ from engine.errors import ObservatoryError
 from engine.stream.records import Header, Record
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
                           RecordsArrived, StreamEnded)
+
+if TYPE_CHECKING:  # the run index and the replay's loader load late: `live` needs neither
+    from engine.stream.reader import IndexedFile
+    from tui.run_window import WholeRunLoader
+    from tui.run_view import RunView
 
 Item = Header | Record
 QUIT_WAIT_S = 0.5
@@ -115,7 +124,8 @@ class _QueuedSource:
 
 
 class FollowSource(_QueuedSource):
-    """A growing recording (plain or .zst) or stdin, read with engine.stream.reader.follow."""
+    """A growing recording (plain or .zst) or stdin, read in the reader's live mode
+    (engine.stream.reader.follow)."""
 
     def __init__(self, path: str, lenient: bool = False) -> None:
         super().__init__()
@@ -213,5 +223,70 @@ def _service_message(item: Any, protocol: Any) -> Any:
     if isinstance(item, (protocol.Welcome, protocol.Closing, protocol.Refused)):
         return _IGNORED
     return None
-def iter_nothing() -> Iterator[Item]:
-    return iter(())
+# ---- what a replay opens on ---------------------------------------------------------------
+
+@dataclass
+class ReplayOpening:
+    """A replay's run as the reader chose to read it: the view the screen opens on, what to
+    say about the file, and for a live file its source, for a long indexed one the file (the
+    window's frames) and the whole read going on behind it."""
+
+    view: RunView
+    notice: str | None = None
+    source: RunSource | None = None
+    indexed: IndexedFile | None = None
+    loader: WholeRunLoader | None = None
+
+
+def open_replay(path: str, lenient: bool = False, *, follow: bool = False,
+                window_from_steps: int | None = None, hold: threading.Event | None = None,
+                freeze: bool = False) -> ReplayOpening:
+    """What a replay of `path` opens on, in the mode the reader chooses for it: live when
+    following; a window of the end of a recording of at least `window_from_steps` steps whose
+    index the reader vouches for (None: never a window), its whole read waiting for `hold`
+    (tests) and frozen out of the collector's sight once done if `freeze`; otherwise the whole
+    file, read and checked first. Raises RecordingError (one line) for a damaged file."""
+    from engine.stream.reader import IndexDamaged, Mode, choose
+    from tui.run_view import RunView
+
+    choice = choose(path, follow=follow, window_from_steps=window_from_steps)
+    if choice.mode is Mode.LIVE:
+        return ReplayOpening(RunView(), source=FollowSource(path, lenient=lenient))
+    if choice.mode is Mode.INDEXED:
+        from tui.run_window import WholeRunLoader, window_at
+
+        indexed = choice.indexed
+        try:
+            view = window_at(indexed, choice.header, indexed.index.last_step)
+        except (IndexDamaged, OSError):
+            return _whole(path, lenient)
+        notice = None if indexed.index.finished else ("the recording has no end record: the "
+                                                      "run did not finish cleanly")
+        return ReplayOpening(view, notice, indexed=indexed,
+                             loader=WholeRunLoader(path, lenient, hold, indexed, freeze))
+    return _whole(path, lenient)
+
+
+def load_view(path: str, lenient: bool = False) -> tuple[RunView, str | None]:
+    """A whole recording as a RunView, plus a notice if it was truncated or had bad lines.
+
+    Raises engine.errors.RecordingError with the reader's message.
+    """
+    opening = _whole(path, lenient)
+    return opening.view, opening.notice
+
+
+def _whole(path: str, lenient: bool) -> ReplayOpening:
+    from engine.stream.reader import load
+    from tui.run_view import RunView
+
+    view = load(path, lenient=lenient, into=RunView)
+    notes = []
+    if view.truncated:
+        notes.append("the recording is truncated (its writer stopped mid-line); "
+                     "replaying what is there")
+    if view.skipped_lines:
+        notes.append(f"{view.skipped_lines} corrupt line(s) skipped (--lenient)")
+    if view.finished is None and not view.truncated:
+        notes.append("the recording has no end record: the run did not finish cleanly")
+    return ReplayOpening(view, "; ".join(notes) or None)

@@ -2,7 +2,7 @@
 
 The metrics are the ones issue #5578 is about (how full the swap space got, whether and when
 vLLM aborted, what the fix costs in throughput and latency). Throughput and TTFT are on each
-recording's time axis (engine.timeaxis): *simulated* time for sim runs, so that runs made on
+recording's time axis (engine.stream.timeaxis): *simulated* time for sim runs, so that runs made on
 different machines, or under a loaded TUI, compare fairly; *measured* time for gpu runs, whose
 arrivals were paced by the wall clock. The labels say which; runs on different axes are shown
 side by side but their times are not comparable, and the "time axis" row says so.
@@ -22,7 +22,7 @@ from engine.safe_text import safe
 from engine.stream.run import Recording
 from engine.stream.records import StepRecord
 from engine.analysis.summary import summarize
-from engine.timeaxis import axis_named, axis_of
+from engine.stream.timeaxis import axis_named, axis_of
 from engine.traces.stats import label as trace_label
 
 
@@ -38,7 +38,7 @@ class RunMetrics(msgspec.Struct, kw_only=True):
     ttft_mean_s: float | None  # seconds (time axis) from arrival to the first token
     ttft_p99_s: float | None
     withheld_steps: int  # steps in which the policy withheld new prefills
-    time_axis: str = "sim"  # "sim" or "gpu" (engine.timeaxis)
+    time_axis: str = "sim"  # "sim" or "gpu" (engine.stream.timeaxis)
     trace: str | None = None  # the replayed trace (engine.traces.stats.label); None: a preset
 
 

@@ -1,7 +1,7 @@
 """`observatory export`: a recording as CSV (spreadsheets, pandas) or as a Perfetto trace.
 
 The Perfetto export is the Chrome trace-event JSON format, which ui.perfetto.dev opens as is.
-Timestamps are on the recording's time axis (engine.timeaxis), in microseconds:
+Timestamps are on the recording's time axis (engine.stream.timeaxis), in microseconds:
 - sim: *simulated* time (engine.costmodel), so the timeline shows how long each step would take
   on the GPU class the cost model describes, not how fast the sim ran;
 - gpu: *measured* time. A step's slice runs from the end of the previous step to the end of this
@@ -26,7 +26,7 @@ import msgspec
 from engine.outpath import write_output
 from engine.stream.run import Recording
 from engine.stream.records import StepRecord, V1StepRecord
-from engine.timeaxis import GPU, axis_of
+from engine.stream.timeaxis import GPU, axis_of
 
 FORMATS = ("csv", "perfetto")
 

@@ -55,7 +55,7 @@ class Summary(msgspec.Struct, kw_only=True):
     sim_seconds: float
     wall_seconds: float
     end_reason: str | None  # RunFinished.reason; None when the recording was cut before the end
-    time_axis: str = "sim"  # the recording's time axis (engine.timeaxis): "sim" or "gpu"
+    time_axis: str = "sim"  # the recording's time axis (engine.stream.timeaxis): "sim" or "gpu"
     exec_seconds: float = 0.0  # measured seconds in the model executor, summed over steps
     # The committed demand (StepRecord.committed_blocks): its peak against GPU + CPU blocks,
     # and the first step at which it (with a swap-out's slack) outgrew them; None when the

@@ -272,7 +272,7 @@ def verify(recording: Recording, progress: TextIO | None = None) -> VerifyResult
 def verify_file(path: str, progress: TextIO | None = None) -> VerifyResult:
     """Load `path` strictly (a damaged file is a RecordingError, never a partial verify) and
     verify it; a cut or old (unchecked) file is verified as far as it goes, with a note."""
-    from engine.stream.integrity import notes
+    from engine.stream.reader import notes
 
     recording = load(path)
     wrong = index_summary_disagrees(recording)

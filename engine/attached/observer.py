@@ -4,8 +4,9 @@ its recording, its clients, its policy commands.
 The observatory's own runs are driven by a Session (engine.session), which adds the requests
 and calls `step()`. Here the user's program does both; the engine's "tap" (engine/adapters/
 <kind>/attach.py, the only place with vLLM's names) calls `before_step`, `after_step`,
-`aborted` and `added` around vLLM's own methods, and the Observer turns them into the same
-records a Session emits: the Header when the engine is built, one Arrivals record per batch of
+`aborted` and `added` around vLLM's own methods, and the Observer tells the stream's one writer
+(engine.stream.producer.RunStream, as a Session does) what happened, so the records are a
+Session's: the Header when the engine is built, one Arrivals record per batch of
 requests, PolicyChanged (with its source: "exec", "api", "remote:<client>"), one step record
 per step, EngineAborted if vLLM raises, and RunFinished when the engine is closed (at exit):
 `completed`, or `unfinished` when requests it was given never finished (a program that gave up
@@ -30,16 +31,12 @@ methods (engine.adapters.guard).
 
 from __future__ import annotations
 
-import datetime as _dt
-import socket
 import sys
 import threading
-import time
 from typing import Any, Callable
 
 import msgspec
 
-from engine import __version__
 from engine.adapters.driver import AttachedTap
 from engine.adapters.policy_support import require_policy
 from engine.analysis import progress
@@ -52,12 +49,11 @@ from engine.host.scribe_pipe import open_recorder
 from engine.policy import parse_policy
 from engine.run_state import RunState
 from engine.spec import RunSpec
+from engine.stream.producer import RunStream
 from engine.stream.protocol import (Ack, AddBurst, Pause, RecordingStatus, Resume, SetPolicy,
                                     SetPace, StateChanged, Stop,
                                     ToggleRecording)
-from engine.stream.records import (MEASURED_RESOLUTION_S, SCHEMA_VERSION, Arrivals,
-                                   EngineAborted, Header, LogLine, ObserverError, PolicyChanged,
-                                   RunFinished, encode, measured)
+from engine.stream.records import Header, Record, encode
 
 Warn = Callable[[str], None]
 
@@ -82,12 +78,9 @@ class Observer:
         self.name = name
         self.warn = warn
         self.say = say  # the stall lines
-        self._open: set[str] = set()  # requests given and not finished: what `unfinished` counts
         self.dead = False  # stopped observing (closed, or our own failure)
-        self.step = 0
-        self.sim_s = 0.0
-        self.cost = CostModel()
-        self._t0 = time.perf_counter()
+        # the stream's one writer; a failure to write reaches this observer's caller (`fail`)
+        self._stream = RunStream([self._send])
         self._lock = threading.Lock()  # the stream: steps vs close() from another thread
         self._arrivals: list[tuple[str, int]] = []
         self._changes_seen = len(tap.hook.changes)
@@ -103,15 +96,10 @@ class Observer:
         kind = tap.kind
         self.spec = RunSpec(backend="sim" if sim else "gpu", policy=str(tap.hook.policy),
                             preset="v1-thrash" if kind == "v1" else "seed-5578")
-        self.header = Header(
-            schema=SCHEMA_VERSION, observatory_version=__version__,
-            vllm_version=tap.vllm_version, backend=self.spec.backend, model=tap.model,
-            spec=self.spec.to_dict(),  # the sim's defaults: the engine is the user's, and
-            # its real settings are in engine_config, with the stream's name under "attached"
-            engine_config={**tap.engine_config, "attached": {"name": name}},
-            started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            host=socket.gethostname(), time_axis="sim" if sim else "gpu", engine=kind,
-            time_resolution_s=MEASURED_RESOLUTION_S)
+        # the spec holds the sim's defaults: the engine is the user's, and its real settings
+        # are in engine_config, with the stream's name under "attached"
+        self.header: Header = self._stream.open(self.spec, tap, CostModel(),
+                                                attached={"name": name})
         self.stalls = StallWatch(seat_limit(self.header)) if kind == "v1" else None
         self.guard = progress.ProgressGuard()  # its step rule only: the program owns the clock
         try:
@@ -123,7 +111,7 @@ class Observer:
     def start(self) -> None:
         """Begin the stream (the Header), once its server (if any) listens, so every client
         gets the whole stream."""
-        self._emit(self.header)
+        self._stream.begin()
         self.outbox.publish(StateChanged(state=RunState.RUNNING, step=0))
         # the file's growing size goes out about once a second, as `run`'s host does (without
         # this a client's REC showed the size at the header: 3 kB of a 458 kB file)
@@ -194,22 +182,25 @@ class Observer:
                               f"recording")
         return ack(False, f"not a command: {kind.__name__}")
 
+    @property
+    def step(self) -> int:
+        """The next step's number (steps observed so far)."""
+        return self._stream.step
+
     # ---- the tap's calls (vLLM's thread); none of them raises ------------------------------
     def before_step(self) -> None:
         if self.dead:
             return
         try:
+            stream = self._stream
             with self._lock:
                 boundary, self._boundary = self._boundary, []
                 arrivals, self._arrivals = self._arrivals, []
             for fn in boundary:
-                fn(self.step)
+                fn(stream.step)
             if arrivals:
-                self._open.update(r for r, _ in arrivals)
-                self._emit(Arrivals(step=self.step, sim_s=self.sim_s, source="workload",
-                                    request_ids=[r for r, _ in arrivals],
-                                    prompt_tokens=[n for _, n in arrivals],
-                                    arrival_s=[self.sim_s] * len(arrivals)))
+                stream.arrivals("workload", [r for r, _ in arrivals], [n for _, n in arrivals],
+                                [stream.sim_s] * len(arrivals))
         except Exception as exc:  # noqa: BLE001
             self.fail("before a step", exc)
 
@@ -217,21 +208,15 @@ class Observer:
         if self.dead:
             return
         try:
-            step = self.step
+            stream = self._stream
+            step = stream.step
             hook = self.tap.hook
             changes = hook.changes
             for _, old, new, source in changes[self._changes_seen:]:
-                self._emit(PolicyChanged(step=step, old=str(old), new=str(new), source=source))
+                stream.policy_changed(old, new, source)
             self._changes_seen = len(changes)
-            record = self.tap.record(step, self.cost, self.sim_s,
-                                     time.perf_counter() - self._t0)
-            record.exec_s = measured(record.exec_s)
-            record.wall_s = measured(record.wall_s)
-            self.sim_s = record.sim_s
-            self._emit(record)
-            self.step = step + 1
-            if record.finished:
-                self._open.difference_update(record.finished)
+            record = stream.read_step()
+            stream.step_done(record)
             if self.stalls is not None:
                 change = self.stalls.add(record)
                 if change is not None:
@@ -239,8 +224,7 @@ class Observer:
             stuck = self.guard.add(record)
             if stuck is not None:  # one line, the stream ended and sealed; vLLM runs on
                 self.say(f"engine {self.name} is stuck: {stuck.what}; no longer watched")
-                self._emit(LogLine(step=step, level="ERROR", logger=progress.LOGGER,
-                                   message=stuck.what))
+                stream.log("ERROR", progress.LOGGER, stuck.what, step=step)
                 return self.close(progress.REASON)
             if self._acks and not hook.has_pending:  # the change (if any) is in the stream
                 with self._lock:
@@ -264,10 +248,7 @@ class Observer:
         if self.dead:
             return
         try:
-            state = self.tap.abort_state()
-            self._emit(EngineAborted(step=self.step, message=first_line(exc),
-                                     error=type(exc).__name__, sim_s=self.sim_s,
-                                     wall_s=time.perf_counter() - self._t0, **state))
+            self._stream.aborted(exc)
             self.close("aborted")
         except Exception as inner:  # noqa: BLE001
             self.fail("recording vLLM's abort", inner)
@@ -297,12 +278,10 @@ class Observer:
                 return
             self.dead = True
         self._stopped.set()
-        if reason is None:
-            reason = "unfinished" if self._open else "completed"
+        reason = self._stream.end_reason(reason)
         try:
-            self._emit(RunFinished(steps=self.step, reason=reason, sim_s=self.sim_s,
-                                   wall_s=time.perf_counter() - self._t0))
-        except Exception:  # noqa: BLE001
+            self._stream.finish(reason)
+        except Exception:  # noqa: BLE001  the stream could not say it: the file still ends
             self.recording.seal(reason)
         if self.server is not None:
             try:
@@ -319,14 +298,14 @@ class Observer:
         self._warn(f"stopped watching engine {self.name} ({where}: "
                    f"{type(exc).__name__}: {first_line(exc)}); vLLM runs on unchanged")
         try:
-            self._emit(ObserverError(step=self.step, where=where, error=type(exc).__name__,
-                                     message=first_line(exc)))
+            self._stream.observer_error(where, exc)
         except Exception:  # noqa: BLE001
             pass
         self.close("observer_error")
 
     # ---- helpers ------------------------------------------------------------------------
-    def _emit(self, item: Any) -> None:
+    def _send(self, item: Header | Record) -> None:
+        """The stream's one sink: the recording, then the clients, one encoding for both."""
         line = encode(item) + b"\n"
         if self.recording.write(item, line):
             self.outbox.recorded(item, line)

@@ -11,7 +11,7 @@ on 127.0.0.1 and announces itself in a directory the hub reads; a client names t
 (`observatory live --connect HOST:PORT --engine NAME`) or gets the newest, and
 `observatory engines --connect HOST:PORT` lists them. The exit status is the command's.
 
-With `--record`, each engine's file is written by a scribe process (engine.stream.scribe) that
+With `--record`, each engine's file is written by a scribe process (engine.host.scribe) that
 seals it however the engine's process ends (vLLM V1 kills its EngineCore at shutdown). Each
 scribe holds a lock in a directory of exec's own (OBSERVATORY_SCRIBES_DIR) until its file is
 sealed, and exec returns only once it holds every one of them (at most SEAL_TIMEOUT_S, then

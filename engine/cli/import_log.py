@@ -51,15 +51,16 @@ class ImportLog(CLISubcommand):
 
 def default_output(path: str) -> str:
     if path == "-":
-        return "recordings/log-reference.jsonl.zst"
+        return "runs/log-reference.jsonl.zst"
     return str(Path(path).with_suffix("")) + ".reference.jsonl.zst"
 
 
 def write_reference(log: Any, out: str) -> None:
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.recorder import Recorder
 
     try:
-        recorder = Recorder(out, log.header, background_flush=False)
+        recorder = Recorder(out, log.header, background_flush=False, fold=SummaryBuilder)
     except OSError as exc:
         raise ConfigError(f"cannot write {out}: {exc.strerror or exc}: give another -o OUT") \
             from None

@@ -25,7 +25,7 @@ def read_input(path: str) -> bytes:
 def note_cut(recording: Any) -> None:
     """Say on stderr (never stdout, which may be JSON) that the file is cut, damaged (read
     with --lenient) or too old to be fully checked, before any number from it is printed."""
-    from engine.stream.integrity import notes
+    from engine.stream.reader import notes
 
     for note in notes(recording):
         sys.stderr.write(safe(note) + "\n")  # quotes the path and what was wrong in the file

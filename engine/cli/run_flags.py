@@ -20,7 +20,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     options.add_flags(RunSpec, g)
     r = parser.add_argument_group("recording")
     r.add_argument("--record", metavar="PATH",
-                   help="record to PATH ('-' = stdout); default recordings/<time>-<preset>-"
+                   help="record to PATH ('-' = stdout); default runs/<time>-<preset>-"
                         "<policy>.jsonl.zst")
     r.add_argument("--no-record", action="store_true", help="do not record")
 

@@ -36,10 +36,12 @@ class Summary(CLISubcommand):
 
 def _from_index(path: str):
     """The summary the recorder folded into the file's index, if the file has one (a
-    recording closed by its recorder) and its last data frame vouches for it
-    (engine.stream.indexed.vouch): read from the file's last two frames, not the whole file.
-    None: read the records (`verify` always does; it also holds the index to them)."""
-    from engine.stream.indexed import open_indexed, summary_of, vouch
+    recording closed by its recorder) and its last data frame vouches for it (the reader's
+    `vouch`, and the frame's records against the summary: engine.analysis.index_summary):
+    read from the file's last two frames, not the whole file. None: read the records
+    (`verify` always does; it also holds the index to them)."""
+    from engine.analysis.index_summary import last_frame_disagrees, summary_of
+    from engine.stream.reader import open_indexed, vouch
 
     indexed = open_indexed(path)
     if indexed is None:
@@ -47,7 +49,7 @@ def _from_index(path: str):
     index, summary = indexed.index, summary_of(indexed)
     if summary is None:
         return None, None
-    wrong = vouch(indexed)
+    wrong = vouch(indexed) or last_frame_disagrees(indexed)
     if wrong is not None:  # "no tally": closed before tallies existed, the records quietly
         return None, None if wrong == "no tally" else wrong
     if not index.finished:

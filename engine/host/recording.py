@@ -9,8 +9,8 @@ Everything that happens to the recording happens here, and nowhere else:
   says exactly which step it starts at (`starts_at_step`);
 - seal: on RunFinished the file is closed *before* the end record reaches any client (a client
   that has seen the end can rely on the file being complete); `seal()` (a second Ctrl-C, a
-  step that hangs) writes RunFinished(reason=...) itself and drops anything the engine emits
-  later;
+  step that hangs) ends the file with the stream's own end after the last step it holds
+  (engine.stream.producer.Ending) and drops anything the engine emits later;
 - discard: a run that never started leaves no file behind;
 - status: RecordingStatus (path, bytes, records, error) is published when recording starts or
   stops and when an error appears; a small thread polls every STATUS_POLL_S so a full disk is
@@ -33,9 +33,10 @@ import msgspec
 from engine.errors import ConfigError
 from engine.outpath import remove_empty
 from engine.spec import RunSpec
+from engine.stream.producer import Ending
 from engine.stream.protocol import RecordingStatus
-from engine.stream.records import (STEP_TYPES, EngineAborted, Header, ObserverError, Record,
-                                   RunFinished, StepRecord, encode)
+from engine.stream.records import (EngineAborted, Header, ObserverError, Record, RunFinished,
+                                   encode)
 
 STATUS_POLL_S = 0.25  # a recorder error shows within this plus the recorder's flush interval
 STATUS_EVERY_S = 1.0  # growing byte counts are published at most this often
@@ -45,9 +46,10 @@ MakeRecorder = Callable[..., Any]  # (path, header=None) -> a Recorder or what a
 
 
 def _in_process(path: str, header: Header | None = None) -> Any:
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.recorder import Recorder
 
-    return Recorder(path, header)
+    return Recorder(path, header, fold=SummaryBuilder)
 
 
 class RecordingController:
@@ -61,7 +63,7 @@ class RecordingController:
         self._recorder = None  # engine.stream.recorder.Recorder while recording
         self._lock = threading.Lock()  # the recorder and `_sealed` against seal() from a signal
         self._sealed = False  # the stream got its end record: drop anything later
-        self._last_step: StepRecord | None = None  # for the end record seal() writes
+        self._ending = Ending()  # the last step written: where seal() ends the file
         self._last_status = RecordingStatus(path=None)
         self._status_sent = 0.0
         self.closed: list[RecordingStatus] = []  # each file written, as it was when it closed
@@ -117,9 +119,8 @@ class RecordingController:
                     recorder.sink(item)  # writes the header (once) and flushes it
                 else:
                     recorder.write_line(line, end=isinstance(item, _END_KINDS), item=item)
-            if kind in STEP_TYPES:
-                self._last_step = item
-            elif kind is RunFinished:
+            self._ending.note(item)
+            if kind is RunFinished:
                 self._sealed = True
         if recorder is not None:
             if kind is Header:
@@ -163,10 +164,7 @@ class RecordingController:
         with self._lock:
             recorder = self._recorder
             if not self._sealed and recorder is not None and recorder.header_written:
-                last = self._last_step
-                end = RunFinished(steps=last.step + 1 if last else 0, reason=reason,
-                                  sim_s=last.sim_s if last else 0.0,
-                                  wall_s=last.wall_s if last else 0.0)
+                end = self._ending.record(reason)
                 recorder.write_line(encode(end) + b"\n", end=True, item=end)
             self._sealed = True
         self._close()

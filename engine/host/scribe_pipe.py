@@ -1,22 +1,26 @@
-"""The engine's side of a scribe (engine.stream.scribe): a Recorder that writes nothing itself.
+"""The engine's side of a scribe (engine.host.scribe): a Recorder that writes nothing itself.
 
 An attached engine's process may be killed (vLLM V1 force-kills its EngineCore at shutdown),
 and a killed process cannot seal a recording. So for an attached engine the
 RecordingController's recorder is a ScribeRecorder: it opens the file here (a bad path fails
 at once, as before), hands it to a scribe process, and from then on sends each record's line
-(the bytes the stream already encoded) with one `os.write` down a pipe. The scribe writes the
-file and seals it when the pipe reaches EOF, however this process ends.
+(the bytes the stream already encoded) with one `send` down a Unix socket (a socketpair: the
+scribe's stdin is the other end). The scribe writes the file and seals it when the socket
+reaches EOF, however this process ends.
 
 Why each detail:
-- The pipe's write end is close-on-exec (os.pipe's default) and closed in any child this
-  process forks (os.register_at_fork), so the scribe sees EOF when this process dies even if
-  vLLM forked workers that outlive it; a forked child never writes to the fd number either
-  (it may name another file there).
+- The socket is close-on-exec (Python's default) and closed in any child this process forks
+  (os.register_at_fork), so the scribe sees EOF when this process dies even if vLLM forked
+  workers that outlive it; a forked child never writes to the fd number either (it may name
+  another file there).
+- A socket, not a pipe, because `send(..., MSG_NOSIGNAL)` turns a write to a dead scribe into
+  EPIPE without the SIGPIPE a pipe raises: Python ignores SIGPIPE, but a user's program may
+  have put its default back (many CLIs do), and then that signal killed the user's process.
 - A scribe that died (EPIPE, EBADF) is the observatory's failure: kept in `error` like a full
   disk, which the owner reports once; nothing raises into vLLM.
 - Status comes back on a second pipe (bytes in the file, records, the scribe's write error),
   read by a daemon thread, so `REC N kB` is the file's size and a full disk is still said.
-- `close()` ends the pipe and waits (at most CLOSE_TIMEOUT_S) for the scribe's last status:
+- `close()` ends the socket and waits (at most CLOSE_TIMEOUT_S) for the scribe's last status:
   a caller that closes and then reads the file finds it sealed, as with an in-process Recorder.
 - Under `observatory exec --record`, OBSERVATORY_SCRIBES_DIR names a directory where each
   scribe holds an flock (taken here before the scribe starts, so there is no window) until the
@@ -33,6 +37,7 @@ import errno
 import fcntl
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -42,11 +47,12 @@ from typing import Any
 
 from engine.outpath import STDOUT, open_output
 from engine.stream.records import Header, Record, encode
-from engine.stream.scribe import CLOSE_LINE
+from engine.host.scribe import CLOSE_LINE
 
-PIPE_BYTES = 1 << 20  # the pipe holds this much (Linux's default cap): a scribe the machine's
-# load keeps off the CPU for a while does not make the engine wait (64 kB, the default, did:
-# bench/bench_attach.py's observer time went from 0.26 to 1.4 ms a step on a loaded machine)
+PIPE_BYTES = 1 << 20  # the socket's send buffer asked for (the kernel caps it at
+# net.core.wmem_max, and holds about twice it in data): a scribe the machine's load keeps off
+# the CPU for a while does not make the engine wait (a 64 kB pipe did: bench/bench_attach.py's
+# observer time went from 0.26 to 1.4 ms a step on a loaded machine)
 CLOSE_TIMEOUT_S = 10.0  # a scribe seals within milliseconds; past this exec's lock still waits
 SCRIBES_DIR_ENV = "OBSERVATORY_SCRIBES_DIR"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -57,14 +63,15 @@ _counter = [0]
 def open_recorder(path: str, header: Header | None = None) -> Any:
     """A ScribeRecorder for `path`, or an in-process Recorder for stdout or when no scribe can
     start. Raises OSError for a path that cannot be written (as Recorder does)."""
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.recorder import Recorder
 
     if path == "-":
-        return Recorder(path, header)
+        return Recorder(path, header, fold=SummaryBuilder)
     try:
         return ScribeRecorder(path, header)
     except _NoScribe:
-        return Recorder(path, header)
+        return Recorder(path, header, fold=SummaryBuilder)
 
 
 class _NoScribe(Exception):
@@ -88,13 +95,14 @@ class ScribeRecorder:
         if self.target.kind == STDOUT:  # open_recorder keeps stdout in process
             raise _NoScribe()
         lock_fd = None
-        data_r = data_w = status_r = status_w = -1
+        records = scribe_end = None
+        status_r = status_w = -1
         try:
             lock_fd = _take_lock(self.path)
-            data_r, data_w = os.pipe()
-            _widen(data_w)
+            records, scribe_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            _widen(records)
             status_r, status_w = os.pipe()
-            command = [sys.executable, "-m", "engine.stream.scribe", "--fd", str(file.fileno()),
+            command = [sys.executable, "-m", "engine.host.scribe", "--fd", str(file.fileno()),
                        "--path", self.path]
             fds = [file.fileno()]
             if lock_fd is not None:
@@ -103,19 +111,23 @@ class ScribeRecorder:
             if self.target.replaceable:
                 command.append("--remove-if-empty")
             self._proc = subprocess.Popen(
-                command, stdin=data_r, stdout=status_w, stderr=subprocess.DEVNULL,
-                pass_fds=fds, start_new_session=True, env=_scribe_env(), cwd="/")
+                command, stdin=scribe_end.fileno(), stdout=status_w,
+                stderr=subprocess.DEVNULL, pass_fds=fds, start_new_session=True,
+                env=_scribe_env(), cwd="/")
         except (OSError, subprocess.SubprocessError, ValueError) as exc:
-            for fd in (data_w, status_r):
-                if fd >= 0:
-                    os.close(fd)
+            if records is not None:
+                records.close()
+            if status_r >= 0:
+                os.close(status_r)
             raise _NoScribe() from exc
         finally:
             file.close()  # the scribe has its own copy
-            for fd in (data_r, status_w, lock_fd):
+            if scribe_end is not None:
+                scribe_end.close()
+            for fd in (status_w, lock_fd):
                 if fd is not None and fd >= 0:
                     os.close(fd)
-        self._fd = data_w
+        self._records = records
         self._done = threading.Event()
         self.running = threading.Event()  # the scribe said its pid
         _live.add(self)
@@ -143,9 +155,9 @@ class ScribeRecorder:
         if self._closed or self.error is not None or os.getpid() != self._pid:
             return
         try:
-            written = os.write(self._fd, data)
+            written = self._records.send(data, socket.MSG_NOSIGNAL)
             while written < len(data):  # a signal cut a large write short: send the rest
-                written += os.write(self._fd, data[written:])
+                written += self._records.send(data[written:], socket.MSG_NOSIGNAL)
         except OSError as exc:
             self.error = _scribe_error(exc)
 
@@ -159,10 +171,7 @@ class ScribeRecorder:
             return
         self._send(CLOSE_LINE)  # closed on purpose: no end record is added
         self._closed = True
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
+        self._records.close()
         self._done.wait(CLOSE_TIMEOUT_S)
         try:
             self._proc.wait(timeout=0.5 if self._done.is_set() else 0.01)
@@ -197,18 +206,15 @@ class ScribeRecorder:
         self.running.set()
 
     def _forked(self) -> None:
-        """In a child this process forked: the pipe is the parent's, never this child's."""
+        """In a child this process forked: the socket is the parent's, never this child's."""
         self._closed = True
-        try:
-            os.close(self._fd)
-        except OSError:
-            pass
+        self._records.close()
 
 
-def _widen(fd: int) -> None:
-    """As much room in the pipe as the system allows, up to PIPE_BYTES (never an error)."""
+def _widen(sock: socket.socket) -> None:
+    """As much room in the socket as the system allows, up to PIPE_BYTES (never an error)."""
     try:
-        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PIPE_BYTES)
     except OSError:
         pass
 

@@ -26,6 +26,7 @@ from engine.errors import ObservatoryError
 from engine.hunt.case import Case
 from engine.hunt.detectors import Detectors, Hit
 from engine.hunt.warm import WarmEngines
+from engine.stream.producer import end_record
 from engine.stream.records import RunFinished
 
 MAX_STEPS = 4_000
@@ -82,16 +83,17 @@ def _run(case: Case, directory: Path, record: bool, engines: WarmEngines | None)
     session.subscribe(lambda item: ends.append(item) if type(item) is RunFinished else None)
     recorder = None
     if record:
+        from engine.analysis.summary import SummaryBuilder
         from engine.stream.recorder import Recorder
 
-        recorder = Recorder(str(directory / RECORDING_NAME))
+        recorder = Recorder(str(directory / RECORDING_NAME), fold=SummaryBuilder)
         session.subscribe(recorder.sink)
     try:
         session.run()
     finally:
         if recorder is not None:
             recorder.close()
-    end = ends[-1] if ends else RunFinished(steps=0, reason="observer_error", sim_s=0, wall_s=0)
+    end = ends[-1] if ends else end_record("observer_error", 0, 0.0, 0.0)
     problems = audit(session.driver) if end.reason == "completed" else []
     if engines is not None and end.reason == "completed" and not problems:
         engines.give(spec, session.driver)

@@ -20,15 +20,16 @@ Why it looks like this:
   `error`, recording stops, and whoever owns the recorder reports it.
 - Every flush ends with a `Check` line (seq, line count, CRC-32 of the flushed lines) and
   `close()` adds a final one, so a reader can prove a file whole or say exactly what is wrong
-  with it (engine.stream.integrity). zstd frames also carry zstd's content checksum.
+  with it (engine.stream.reader.checked). zstd frames also carry zstd's content checksum.
 - `close()` first ends the open frame, then writes an `Index` line (where each frame starts and
   its first step, and the run's summary) and the final Check in one last small frame, so
   `summary` and a replay's first screen read the tail instead of the whole file
-  (engine.stream.indexed). A file cut before that (a crash, an abort the writer did not
-  survive) has no index and reads whole, as before. The summary is folded here, as the records
-  go by (engine.analysis.summary's builder: 1.6 us a record, measured over a 100,000-step
-  run); a record handed over as bytes only (`write_line` without `item`) leaves the index
-  without one.
+  (engine.stream.reader's indexed mode). A file cut before that (a crash, an abort the writer
+  did not survive) has no index and reads whole, as before. The summary is folded here, as the
+  records go by, by the `fold` its owner gives (engine.analysis.summary.SummaryBuilder: 1.6 us
+  a record, measured over a 100,000-step run; the stream does not need the analysis package
+  to record, so the owner chooses); without one, or when a record is handed over as bytes only
+  (`write_line` without `item`), the index carries no summary.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import time
 import zlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable, Protocol
 
 import msgspec
 
@@ -54,11 +55,13 @@ FLUSH_INTERVAL_S = 0.5
 # more CPU a step on the recorder's thread (bench/bench_recording.py), well under 1 % of a step.
 ZSTD_LEVEL = 9
 FRAME_BYTES = 1 << 20  # text per zstd frame (about 1,700 steps of the seed run)
-RECORDINGS_DIR = "recordings"
+RUNS_DIR = "runs"
+"""Where a run records when nobody says where: the user's own runs, apart from the examples
+the observatory ships in recordings/ (which tests read, from its manifest)."""
 
 
 def default_recording_path(spec: Any, now: datetime | None = None) -> Path:
-    """`recordings/<UTC %Y%m%dT%H%M%SZ>-<preset>-<policy>.jsonl.zst`, relative to the cwd.
+    """`runs/<UTC %Y%m%dT%H%M%SZ>-<preset>-<policy>.jsonl.zst`, relative to the cwd.
 
     `spec` is an engine.spec.RunSpec (only `.preset` and `.policy` are read). ':' in a policy
     ("watermark:0.5") becomes '_' so the name is a valid file name everywhere. Two runs started
@@ -66,12 +69,20 @@ def default_recording_path(spec: Any, now: datetime | None = None) -> Path:
     """
     stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     stem = f"{stamp}-{spec.preset}-{str(spec.policy).replace(':', '_')}"
-    path = Path(RECORDINGS_DIR) / f"{stem}.jsonl.zst"
+    path = Path(RUNS_DIR) / f"{stem}.jsonl.zst"
     n = 1
     while path.exists():
         n += 1
-        path = Path(RECORDINGS_DIR) / f"{stem}-{n}.jsonl.zst"
+        path = Path(RUNS_DIR) / f"{stem}-{n}.jsonl.zst"
     return path
+
+
+class Fold(Protocol):
+    """What folds a run's items into the summary its index carries (a Struct)."""
+
+    def add(self, item: Header | Record) -> None: ...
+
+    def result(self) -> Any: ...
 
 
 class Recorder:
@@ -79,11 +90,13 @@ class Recorder:
 
     `Recorder(path, header)` writes the header at once (so a follower sees it immediately);
     `Recorder(path)` waits for the header to arrive through `sink()`, which is the form a
-    `Session.subscribe(rec.sink)` wants since a session's first item is its Header.
+    `Session.subscribe(rec.sink)` wants since a session's first item is its Header. `fold`
+    (engine.analysis.summary.SummaryBuilder, or None for an index without a summary) has no
+    default: whoever records says what summary its index carries.
     """
 
     def __init__(self, path: str | os.PathLike[str], header: Header | None = None,
-                 *, flush_interval_s: float = FLUSH_INTERVAL_S,
+                 *, fold: Callable[[], Fold] | None, flush_interval_s: float = FLUSH_INTERVAL_S,
                  background_flush: bool = True, frame_bytes: int = FRAME_BYTES,
                  opened: tuple[IO[bytes], Target] | None = None) -> None:
         self.path: str = str(path)
@@ -113,11 +126,12 @@ class Recorder:
         self._next_step = 0  # the step the next step record should carry
         self._buf_first_step: int | None = None  # first step record in the buffer
         self._finished = False
-        self._summary: Any = None  # engine.analysis.summary.SummaryBuilder, or None: unknown
+        self._fold = fold  # makes the index's summary (None: the index carries none)
+        self._summary: Fold | None = None  # folding; None: no summary, or one unknown
         # In place, never by rename: a follower watches the file grow, and a device, FIFO or
         # symlink the user named stays what it is (engine.outpath).
         self._file: IO[bytes]
-        # `opened`: the file its owner opened (engine.stream.scribe gets it from the engine's
+        # `opened`: the file its owner opened (engine.host.scribe gets it from the engine's
         # process, which opened it so that a bad path fails there at once).
         self._file, self.target = opened if opened is not None else open_output(self.path)
         self._owns_file = self.target.kind != STDOUT
@@ -231,11 +245,9 @@ class Recorder:
             self._buf.insert(0, encode(header) + b"\n")
             self.header_written = True
             self._next_step = header.starts_at_step
-            # imported here: engine.stream must not need the analysis package to record
-            from engine.analysis.summary import SummaryBuilder
-
-            self._summary = SummaryBuilder()
-            self._summary.add(header)
+            if self._fold is not None:
+                self._summary = self._fold()
+                self._summary.add(header)
             self._flush_locked()
 
     def _frame_starts(self, first: int | None) -> None:

@@ -9,7 +9,7 @@ documented here once.
 Schema changes: add fields with defaults (old readers ignore unknown fields, new readers fill
 defaults). Anything that changes the meaning of an existing field bumps SCHEMA_VERSION, and
 readers refuse a schema newer than theirs. Schema 2 added the recorder's `Check` lines (see
-engine.stream.integrity); schema 1 files still load, marked as not fully checkable.
+engine.stream.reader.checked); schema 1 files still load, marked as not fully checkable.
 
 Numeric fields carry bounds (`Count`, `Seconds`) that msgspec enforces while decoding, so a
 damaged or hand-edited file cannot feed a negative count, a token count of 2**63 or a block
@@ -336,7 +336,7 @@ class Arrivals(msgspec.Struct, tag="arrivals", tag_field="kind", kw_only=True, g
     source: str  # "workload" or "burst"
     request_ids: list[str]
     prompt_tokens: list[Count]
-    arrival_s: list[Seconds]  # each request's arrival on the run's time axis (engine.timeaxis):
+    arrival_s: list[Seconds]  # each request's arrival on the run's time axis (stream.timeaxis):
     # simulated (<= sim_s) on the sim, measured seconds since the run started on a GPU
 
 
@@ -509,7 +509,7 @@ class Header(msgspec.Struct, tag="header", tag_field="kind", kw_only=True):
     started_at: str  # ISO 8601, UTC
     host: str
     starts_at_step: Count = 0  # >0 when recording was switched on mid-run (the TUI's `r` key)
-    # The one time axis every plot, table and export of this run uses (engine.timeaxis):
+    # The one time axis every plot, table and export of this run uses (engine.stream.timeaxis):
     # "sim" (the cost model's simulated seconds) or "gpu" (measured seconds on the GPU host).
     time_axis: str = "sim"
     device: DeviceInfo = DeviceInfo()
@@ -533,7 +533,7 @@ class Check(msgspec.Struct, tag="check", tag_field="kind", kw_only=True, omit_de
     The recorder ends every flush with one, covering the lines since the previous one, so a
     reader can tell a flipped byte in a plain `.jsonl` (CRC), lost, repeated or reordered
     lines and zstd frames (`lines`, `seq`) and a file cut at a line or frame boundary (no
-    `final` one) from a whole recording. See engine.stream.integrity for the rules.
+    `final` one) from a whole recording. See engine.stream.reader.checked for the rules.
     """
 
     seq: Count  # flushes before this one
@@ -546,7 +546,7 @@ class Index(msgspec.Struct, tag="index", tag_field="kind", kw_only=True, gc=Fals
     """Not a record of the run: the recorder's table of contents, written once at close as
     the last line before the final Check (which seals it like any other line), in a zstd
     frame of its own. A reader that wants only the end of a run (`summary`, a replay's first
-    screen) reads this and one frame instead of the whole file (engine.stream.indexed).
+    screen) reads this and one frame instead of the whole file (engine.stream.reader.indexed).
 
     `frames[k]` is (byte offset of zstd frame k, or of the k-th ~FRAME_BYTES chunk of a plain
     file; the first step record at or after it). Every frame starts right after a Check line,
@@ -572,9 +572,9 @@ class Tally(msgspec.Struct, tag="tally", tag_field="kind", kw_only=True, gc=Fals
     Why a second copy of the index's summary: the index frame is small and stands alone, so
     a forged summary resealed there (its Check recomputed) would pass every checksum. A reader
     that answers from the index (`summary`, a replay's first screen) requires the index to
-    equal this line and to agree with the records of the frame that holds it
-    (engine.stream.indexed.vouch); forging the summary then means rewriting and resealing a
-    data frame, not just the table of contents.
+    equal this line (engine.stream.reader.vouch) and to agree with the records of the frame
+    that holds it (engine.analysis.index_summary); forging the summary then means rewriting
+    and resealing a data frame, not just the table of contents.
     """
 
     steps: Count  # step records before this line
@@ -582,7 +582,6 @@ class Tally(msgspec.Struct, tag="tally", tag_field="kind", kw_only=True, gc=Fals
 
 
 _encoder = msgspec.json.Encoder()
-_record_decoder = msgspec.json.Decoder(Record)
 
 
 def encode(record: Record | Header) -> bytes:
@@ -590,6 +589,7 @@ def encode(record: Record | Header) -> bytes:
     return _encoder.encode(record)
 
 
-def decode_record(line: bytes | str) -> Record:
-    """Decode a non-header line; raises msgspec.DecodeError / ValidationError on bad input."""
-    return _record_decoder.decode(line)
+decode_record = msgspec.json.Decoder(Record).decode
+"""The one decoder of the record union: a non-header line (bytes or str) to its Record; raises
+msgspec.DecodeError / ValidationError on bad input. Every reader decodes with it (a bound
+method: it runs once per line of every recording read)."""

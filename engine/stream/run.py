@@ -26,7 +26,7 @@ import msgspec
 from engine.stream.records import (Arrivals, EngineAborted, Header, Index, LogLine,
                                    PolicyChanged, Record, RunFinished, StepRecord, Tally,
                                    V1StepRecord)
-from engine.timeaxis import axis_of
+from engine.stream.timeaxis import axis_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -88,7 +88,7 @@ TPS_COLUMNS = {"prompt_tps": "prompt_tokens", "gen_tps": "generated_tokens",
 SERIES = ("gpu_pct", "cpu_pct", "committed_pct", "running", "swapped", "waiting", "prompt_tps",
           "gen_tps", "n_recomputed", "recomputed_tps", "preemptions_total", "recompute_pct")
 """Names `Run.series()` accepts. The *_tps ones are tokens per second of the run's time axis
-(engine.timeaxis: simulated on the sim, measured executor time on a GPU). `n_recomputed` is
+(engine.stream.timeaxis: simulated on the sim, measured executor time on a GPU). `n_recomputed` is
 the step's preemptions by recompute (V1's only kind), `preemptions_total` V1's so far;
 `recomputed_tps` V1's tokens computed again; `recompute_pct` the share of each bin's computed
 tokens that were computed again (V1's recompute tax, per bin rather than so far)."""
@@ -162,7 +162,7 @@ class Run:
         self.log: list[Event] = []  # display events, in stream order
         self.abort: EngineAborted | None = None
         self.finished: RunFinished | None = None
-        # What a reader found (engine.stream.integrity; engine.stream.integrity.notes says it):
+        # What a reader found (engine.stream.reader.checked; engine.stream.reader.notes says it):
         self.truncated = False  # the file is cut: it ends without the recorder's closing mark
         self.cut_note = ""  # where it is cut and what was dropped, one phrase
         self.skipped_lines = 0  # lines skipped by a lenient read of a damaged file

@@ -106,7 +106,8 @@ def run_session(spec: RunSpec, record_path: str | None
     engine_start_s = time.perf_counter() - started
     recorder = None
     if record_path is not None:
-        recorder = Recorder(record_path, session.header, background_flush=False)
+        recorder = Recorder(record_path, session.header, background_flush=False,
+                            fold=SummaryBuilder)
         session.subscribe(recorder.sink)
     builder = SummaryBuilder()
     latency = LatencyTracker()

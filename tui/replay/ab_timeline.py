@@ -21,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-from engine.timeaxis import axis_of
+from engine.stream.timeaxis import axis_of
 from tui.run_view import RunView
 
 Align = Literal["step", "time"]
@@ -34,7 +34,7 @@ class Timeline:
     positions: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        # each run on its own time axis (engine.timeaxis): simulated, or measured on a GPU
+        # each run on its own time axis (engine.stream.timeaxis): simulated, or measured on a GPU
         clocks = [axis_of(view.header).clock for view in self.views]
         self._sim_ms = [np.fromiter((clock(s) * 1000.0 for s in view.steps), dtype=float,
                                     count=len(view.steps))

@@ -25,7 +25,7 @@ from textual.widgets import Static
 from engine.analysis.divergence import decision_diff, first_difference
 from engine.analysis.runway import late_fix
 from engine.stream.records import StepRecord, V1StepRecord
-from engine.timeaxis import axis_of
+from engine.stream.timeaxis import axis_of
 from tui.playhead import Playhead
 from tui.replay.ab_timeline import Align, Timeline, TimelinePace
 from tui.widgets import theme

@@ -7,7 +7,7 @@ recorded (its wall-clock times); `[`/`]` halve and double that between 0.25x and
 it (`end` follows again).
 
 A long recording with an index opens on a window of its last steps, paused at the last one
-(tui.replay.lazy), while a WholeRunLoader reads the whole file; a jump outside the window
+(tui.run_window), while a WholeRunLoader reads the whole file; a jump outside the window
 before that lands decodes the frames it needs, and the whole run then replaces the window
 where the cursor is. The same widgets draw both.
 """
@@ -45,8 +45,8 @@ class ReplayScreen(RunScreen):
         super().__init__(view, source=source, following=source is not None, title=title,
                          speed=speed, playing=autoplay and source is None and loader is None,
                          notice=notice)
-        self.indexed = indexed  # engine.stream.indexed.IndexedFile while on a window
-        self.loader = loader  # tui.replay.lazy.WholeRunLoader, reading the whole run
+        self.indexed = indexed  # engine.stream.reader.IndexedFile while on a window
+        self.loader = loader  # tui.run_window.WholeRunLoader, reading the whole run
         if loader is not None:
             self.playhead.seek(view.last_step)
             self._show_playhead()
@@ -106,7 +106,7 @@ class ReplayScreen(RunScreen):
         view = self.view
         if self.indexed is not None and view.header is not None \
                 and not view.first_step <= step <= view.last_step:
-            from tui.replay.lazy import IndexDamaged, window_at
+            from tui.run_window import IndexDamaged, window_at
 
             first, last = self.span()
             try:

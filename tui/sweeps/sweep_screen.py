@@ -175,7 +175,7 @@ class SweepScreen(Screen):
             self.open_row(str(row_key.value))
 
     def open_row(self, key: str) -> None:
-        from tui.launch import load_view
+        from tui.run_source import load_view
 
         row = next((r for r in self.report.rows if r["key"] == key), None)
         if row is None:

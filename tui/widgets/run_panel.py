@@ -23,7 +23,7 @@ from textual.geometry import Size
 from engine.analysis.runway import LateFix, Runway, forecast, late_fix, latest_change
 from engine.analysis.stall import Stall, admission_stall, seat_limit
 from engine.stream.records import StepRecord
-from engine.timeaxis import axis_of
+from engine.stream.timeaxis import axis_of
 from tui.widgets import theme
 from tui.widgets.abort_banner import AbortBanner
 from tui.widgets.decisions_table import DecisionsTable

@@ -26,7 +26,7 @@ from engine.analysis.stall import Stall, admission_stall, seat_limit, stall_text
 from engine.run_state import RunState
 from engine.safe_text import safe
 from engine.stream.records import StepRecord
-from engine.timeaxis import SIM, axis_of
+from engine.stream.timeaxis import SIM, axis_of
 from tui.run_view import RunView
 from tui.widgets.theme import Roles, component_roles, unstyled
 

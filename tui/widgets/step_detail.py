@@ -18,7 +18,7 @@ from engine.analysis.reasons import counts_text, reason_text
 from engine.analysis.stall import Stall, stall_text
 from engine.safe_text import safe
 from engine.stream.records import StepRecord, V1StepRecord
-from engine.timeaxis import SIM, TimeAxis
+from engine.stream.timeaxis import SIM, TimeAxis
 from tui.widgets.theme import Roles, component_roles, unstyled
 
 

@@ -12,12 +12,9 @@ they are two runs.
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
-import engine
 from engine.analysis.logs.clean import logical_lines
 from engine.analysis.logs.events import Event, find_events
 from engine.analysis.logs.stats import StatsRecord, find_stats
@@ -25,7 +22,8 @@ from engine.analysis.logs.timeline import (STATS_INTERVAL_S, V1_STATS_INTERVAL_S
                                            absolute)
 from engine.errors import RecordingError
 from engine.spec import preset_spec
-from engine.stream.records import SCHEMA_VERSION, Header, LogEvent, LogWindow, RunFinished
+from engine.stream.producer import end_record, new_header
+from engine.stream.records import Header, LogEvent, LogWindow
 
 MIXED_REFUSAL = ("holds both V0 stats lines (`Swapped:`) and V1 ones (`Waiting:`): two runs; "
                  "split the log and import each part")
@@ -144,8 +142,8 @@ def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
             abort.t_s = max(later)
         if last_progress is not None:
             abort.finished = last_progress.values.get("finished")
-    records.append(RunFinished(steps=0, reason="aborted" if abort_seen else "log_end",
-                               sim_s=last_t or 0.0, wall_s=0.0))
+    records.append(end_record("aborted" if abort_seen else "log_end", steps=0,
+                              sim_s=last_t or 0.0, wall_s=0.0))
 
     overrides, said = _spec_from_log(events)
     if v1:
@@ -160,13 +158,10 @@ def import_log(data: bytes | str, source: str = "-") -> ImportedLog:
     said.update({"source": source, "time_zero": timeline.method,
                  "time_zero_uncertainty_s": timeline.uncertainty_s,
                  "stats_records": len(stats), "partial_stats_records": partial})
-    header = Header(schema=SCHEMA_VERSION, observatory_version=engine.__version__,
-                    vllm_version=str(said.get("version", "?")).lstrip("v"), backend="log",
-                    model=spec.model_name, spec=spec.to_dict(), engine_config=said,
-                    started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    host=socket.gethostname(),
-                    time_axis="gpu",  # the log's clock: wall seconds on the GPU host
-                    engine="v1" if v1 else "v0")
+    header = new_header(vllm_version=str(said.get("version", "?")).lstrip("v"), backend="log",
+                        model=spec.model_name, spec=spec.to_dict(), engine_config=said,
+                        time_axis="gpu",  # the log's clock: wall seconds on the GPU host
+                        engine="v1" if v1 else "v0")
     warnings = [f"line {w.line}: stats record cut; missing {', '.join(w.missing)}"
                 for w in windows if w.partial]
     return ImportedLog(header, records, windows, partial, abort_seen, warnings)

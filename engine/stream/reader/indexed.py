@@ -1,5 +1,6 @@
-"""Read a recording from its end: the recorder's index (engine.stream.records.Index) and only
-the frames a reader asks for, instead of the whole file.
+"""The reader's indexed mode: a recording read from its end, trusting the recorder's index
+(engine.stream.records.Index) for where its frames are, and only the frames a reader asks for
+instead of the whole file.
 
 Why: `summary` of a 100,000-step run and a replay's first screen need the run's totals and its
 last steps, not 60 MB of JSON. The recorder ends a file it closes with one small zstd frame
@@ -10,12 +11,17 @@ last steps, not 60 MB of JSON. The recorder ends a file it closes with one small
   index line by the final Check's CRC and line count, and returns an `IndexedFile`, or None:
   the file has no index (written before indexes, or cut before its close: a crash, a kill),
   or the tail is not what the recorder writes. None is never an error: the caller reads the
-  whole file (engine.stream.reader.load), whose checks say what, if anything, is wrong.
+  whole file (the checking mode, engine.stream.reader.checked.load), whose checks say what, if
+  anything, is wrong.
 - `IndexedFile.frame_records(k)` decodes frame k on its own (each frame starts right after a
   Check line), checks each of its blocks against its Check line, and returns its records.
 
+- `vouch(indexed)` holds the index to the file's last data frame before anyone answers from it
+  alone; whether the summary it carries is the records' is the analysis package's to check
+  (engine.analysis.index_summary), since only it can fold records into a summary.
+
 What this path does not do is prove the rest of the file: `verify` and every full `load` read
-and check everything, the index included (integrity.index_disagrees). Only msgspec and (for
+and check everything, the index included (checked.index_disagrees). Only msgspec and (for
 `.zst`) zstandard are imported here.
 """
 
@@ -24,15 +30,15 @@ from __future__ import annotations
 import os
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
-import msgspec
-
+from engine.errors import RecordingError
 from engine.stream import limits
-from engine.stream.integrity import CHECK_PREFIX, INDEX_PREFIX, TALLY_PREFIX
-from engine.stream.records import (STEP_TYPES, Check, EngineAborted, Header, Index, Record,
-                                   RunFinished, Tally)
-from engine.stream.zstdframes import ZSTD_MAGIC
+from engine.stream.reader.lines import (CHECK_PREFIX, DECODE_ERRORS, INDEX_PREFIX, TALLY_PREFIX,
+                                        decode_check, decode_index, decode_record,
+                                        decode_tally, parse_header)
+from engine.stream.reader.zstdframes import ZSTD_MAGIC
+from engine.stream.records import STEP_TYPES, Header, Index, Record, RunFinished, Tally
 
 TAIL_BYTES = 256 << 10
 """How much of the end is read to find the index. A 100,000-step index is ~1 KB; one with
@@ -40,12 +46,6 @@ a frame every MB of text fits a run of tens of GB."""
 
 PAUSE_LINES = 256
 """How often a frame's decoding offers to pause (~1 ms of work): a frame is 2,000 steps."""
-
-_index_decoder = msgspec.json.Decoder(Index)
-_tally_decoder = msgspec.json.Decoder(Tally)
-_check_decoder = msgspec.json.Decoder(Check)
-_record_decoder = msgspec.json.Decoder(Record)
-_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 
 class IndexDamaged(Exception):
@@ -129,15 +129,15 @@ class IndexedFile:
         lines.pop()
         pos = 0
         count = 0
-        decode = _record_decoder.decode
+        decode = decode_record
         for n, line in enumerate(lines):
             if pause is not None and not n % PAUSE_LINES:
                 pause()
             end = pos + len(line) + 1
             if line.startswith(CHECK_PREFIX):
                 try:
-                    check = _check_decoder.decode(line)
-                except _DECODE_ERRORS:
+                    check = decode_check(line)
+                except DECODE_ERRORS:
                     raise IndexDamaged(f"frame {k} has a damaged check line") from None
                 if check.lines != count or check.crc != zlib.crc32(text[block_start:pos]):
                     raise IndexDamaged(f"frame {k} does not match its checks")
@@ -146,12 +146,10 @@ class IndexedFile:
                 count += 1
                 if line.startswith(TALLY_PREFIX):
                     try:
-                        self.tally = _tally_decoder.decode(line)
-                    except _DECODE_ERRORS:
+                        self.tally = decode_tally(line)
+                    except DECODE_ERRORS:
                         raise IndexDamaged(f"frame {k} has a damaged tally line") from None
                 elif k == 0 and header is None and pos == 0:
-                    from engine.stream.reader import RecordingError, parse_header
-
                     try:
                         header = parse_header(line, self.path)
                     except RecordingError as exc:
@@ -159,7 +157,7 @@ class IndexedFile:
                 else:
                     try:
                         out.append(decode(line))
-                    except _DECODE_ERRORS:
+                    except DECODE_ERRORS:
                         raise IndexDamaged(f"frame {k} has a line that does not decode"
                                            ) from None
             pos = end
@@ -175,13 +173,11 @@ class IndexedFile:
         check_end = text.find(b"\n", end + 1)
         if end > 0 and check_end > 0:
             try:
-                check = _check_decoder.decode(text[end + 1:check_end])
-            except _DECODE_ERRORS:
+                check = decode_check(text[end + 1:check_end])
+            except DECODE_ERRORS:
                 check = None
             if check is not None and check.lines == 1 \
                     and check.crc == zlib.crc32(text[:end + 1]):
-                from engine.stream.reader import RecordingError, parse_header
-
                 try:
                     return parse_header(text[:end], self.path)
                 except RecordingError as exc:
@@ -231,11 +227,11 @@ def _sealed_index(text: bytes) -> Index | None:
     if len(lines) != 3 or lines[2] or not lines[0].startswith(INDEX_PREFIX):
         return None
     try:
-        check = _check_decoder.decode(lines[1])
+        check = decode_check(lines[1])
         if not check.final or check.lines != 1 or check.crc != zlib.crc32(lines[0] + b"\n"):
             return None
-        return _index_decoder.decode(lines[0])
-    except _DECODE_ERRORS:
+        return decode_index(lines[0])
+    except DECODE_ERRORS:
         return None
 
 
@@ -276,35 +272,6 @@ def _plain_tail(tail: bytes, start: int) -> tuple[Index, int] | None:
     return None if index is None else (index, start + index_at)
 
 
-def summary_of(indexed: IndexedFile) -> Any:
-    """The index's summary as engine.analysis.summary's Summary or V1Summary, or None."""
-    raw = indexed.index.summary
-    if raw is None:
-        return None
-    from engine.analysis.summary import Summary, V1Summary
-
-    if raw.get("engine") == "v1" and "longest_stall_steps" not in raw:
-        return None  # folded before the watchdog's fields: its default would say "no stall"
-    try:
-        return msgspec.convert(raw, V1Summary if raw.get("engine") == "v1" else Summary)
-    except (msgspec.ValidationError, AttributeError):
-        return None
-
-
-# Summary fields a frame's records can only add to (or raise the peak of): the whole run's
-# value is at least the last frame's. The rest are the last record's (or derived).
-_AT_LEAST = ("steps", "finished_requests", "peak_gpu_kv_pct", "peak_cpu_kv_pct", "peak_swapped",
-             "swap_outs", "swap_ins", "recompute_preemptions", "prefill_blocked_steps",
-             "policy_changes", "prompt_tokens", "generated_tokens", "exec_seconds",
-             "preemptions", "max_preemptions_per_request", "lost_tokens", "recomputed_tokens",
-             "computed_tokens", "cached_tokens", "prompt_tokens_computed", "peak_running",
-             "peak_waiting",
-             "admission_withheld_steps", "peak_cpu_tier_chunks", "cpu_tier_loads",
-             "cpu_tier_load_bytes", "cpu_tier_stores", "cpu_tier_store_bytes",
-             "cpu_tier_evictions", "cpu_tier_hit_tokens", "cpu_tier_wait_seconds",
-             "underfilled_steps")
-
-
 def vouch(indexed: IndexedFile) -> str | None:
     """What makes the index untrustworthy as an answer without the records, or None.
 
@@ -312,10 +279,11 @@ def vouch(indexed: IndexedFile) -> str | None:
     that it is this file's or that its numbers are the records'. It is held to the file's last
     data frame, which is read and checked block by block (a few ms): the step range and the
     end of the run must be that frame's, and the summary must be the recorder's tally sealed
-    in that frame and must agree with the frame's records (its end, its last clock, and every
-    count at least the frame's own). A file closed before tallies existed has none: the
-    caller reads the records. What this does not prove: a tally forged together with a
-    rewritten, resealed data frame; only a full read (`verify`) holds every record to it."""
+    in that frame ("no tally": a file closed before tallies existed, whose summary only the
+    records can answer for). Whether that summary agrees with the frame's records is the
+    analysis package's check (engine.analysis.index_summary). What this does not prove: a
+    tally forged together with a rewritten, resealed data frame; only a full read (`verify`)
+    holds every record to it."""
     index = indexed.index
     k = len(index.frames) - 1
     try:
@@ -339,46 +307,4 @@ def vouch(indexed: IndexedFile) -> str | None:
         return "no tally" if index.summary is not None else None
     if tally.summary != index.summary or tally.steps != index.steps:
         return "the index's summary is not the one sealed with the records"
-    return _summary_against(index.summary, records, first)
-
-
-def _summary_against(summary: dict[str, Any] | None, records: list[Record],
-                     first: int) -> str | None:
-    """What in `summary` the last frame's records (its first step `first`) contradict."""
-    if summary is None:
-        return None
-    from engine.analysis.summary import LATER_SUMMARY_FIELDS, SummaryBuilder, current_names
-
-    summary = current_names(summary)
-
-    builder = SummaryBuilder()
-    builder.v1 = summary.get("engine") == "v1"
-    for record in records:
-        builder.add(record)
-    here = msgspec.to_builtins(builder.result())
-    for name in _AT_LEAST:
-        if name not in summary and name in LATER_SUMMARY_FIELDS:
-            continue  # sealed before the field existed
-        if name in here and not (isinstance(summary.get(name), (int, float))
-                                 and summary[name] >= here[name]):
-            return (f"the index's summary says {name} {summary.get(name)}, its last frame "
-                    f"alone holds {here[name]}")
-    abort = next((r for r in reversed(records) if type(r) is EngineAborted), None)
-    if abort is not None:
-        if summary.get("aborted") is not True or summary.get("abort_step") != abort.step:
-            return (f"the index's summary says aborted {summary.get('aborted')} at step "
-                    f"{summary.get('abort_step')}, the records abort at step {abort.step}")
-    elif summary.get("aborted") is not False and not (
-            isinstance(summary.get("abort_step"), int) and summary["abort_step"] < first) \
-            and not any(getattr(r, "event", None) == "abort" for r in records):  # a vLLM log's
-        return "the index's summary says the run aborted, the records do not"
-    checks = []
-    if any(type(r) is RunFinished for r in records):
-        checks.append("end_reason")
-    if any(type(r) in STEP_TYPES or type(r) is RunFinished for r in records):
-        checks += ["sim_seconds", "wall_seconds"]
-    for name in checks:
-        if summary.get(name) != here.get(name):
-            return (f"the index's summary says {name} {summary.get(name)}, the records "
-                    f"{here.get(name)}")
     return None

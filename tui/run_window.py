@@ -2,12 +2,12 @@
 whole file on a background thread.
 
 Why: a 100,000-step recording takes seconds to read whole, while the index the recorder wrote
-at close (engine.stream.indexed) says where every zstd frame starts. So a replay opens on the
-run's last frames (decoded by offset: a few ms), and `WholeRunLoader` reads everything with
-the ordinary, fully checked reader (engine.stream.reader.load) and hands the screen a
-complete RunView (tui.messages.RunLoaded), its plot columns already built as numpy arrays. A
-jump before that lands decodes the frame it needs on demand (`window_at`). A damaged file is
-found by the whole read, said in one line, and the window stays on screen.
+at close (the reader's indexed mode, engine.stream.reader) says where every zstd frame starts.
+So a replay opens on the run's last frames (decoded by offset: a few ms), and `WholeRunLoader`
+reads everything with the ordinary, fully checked reader (engine.stream.reader.load) and hands
+the screen a complete RunView (tui.messages.RunLoaded), its plot columns already built as
+numpy arrays. A jump before that lands decodes the frame it needs on demand (`window_at`). A
+damaged file is found by the whole read, said in one line, and the window stays on screen.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from engine.errors import ObservatoryError
-from engine.stream.indexed import IndexDamaged, IndexedFile
+from engine.stream.reader import IndexDamaged, IndexedFile
 from engine.stream.records import STEP_TYPES, Header
 from tui.messages import RunLoaded
 from tui.run_view import RunView

@@ -1,4 +1,5 @@
-"""What makes a recording trustworthy, and the reader's rules for checking it.
+"""The reader's checking mode: a whole recording read into a Run (`load`), every frame, block,
+line and record checked. What makes a recording trustworthy, and the rules:
 
 The recorder (schema >= 2) ends every flush with a `Check` line (engine.stream.records):
 
@@ -30,36 +31,112 @@ Schema 1 files (no Check lines) still load under the record rules, with `uncheck
 
 from __future__ import annotations
 
+import gc
+import os
 import re
 import zlib
 
-import msgspec
-
 from engine.errors import RecordingError
 from engine.stream import limits
-from engine.stream.records import (Check, EngineAborted, Index, Record, RunFinished,
-                                   StepRecord, Tally, V1StepRecord)
-from engine.stream.run import Run
+from engine.stream.reader.lines import (CHECK_PREFIX, DECODE_ERRORS, INDEX_PREFIX,
+                                        RECORDER_LINES, TALLY_PREFIX, decode_check,
+                                        decode_index, decode_record, decode_tally,
+                                        display_name, parse_header, reason, schema_of)
+from engine.stream.reader.source import read_all
+from engine.stream.reader.zstdframes import (ZSTD_MAGIC, ZstdDamage, ZstdLimitError,
+                                             decompress)
+from engine.stream.records import EngineAborted, RunFinished, StepRecord, V1StepRecord
+from engine.stream.run import Recording, Run
 
-CHECK_PREFIX = b'{"kind":"check"'
-INDEX_PREFIX = b'{"kind":"index"'
-TALLY_PREFIX = b'{"kind":"tally"'
-_NOT_RECORDS = (CHECK_PREFIX, INDEX_PREFIX, TALLY_PREFIX)  # the recorder's own lines
 _BLOCK_END = b"\n" + CHECK_PREFIX
-MAX_PROBLEMS_KEPT = 20
-_MIN_LINE_BYTES = 16  # no record's line is shorter (the shortest, a policy change, is ~70)  # lenient reads count every problem but describe only the first few
-
-_record_decoder = msgspec.json.Decoder(Record)
-_check_decoder = msgspec.json.Decoder(Check)
-_index_decoder = msgspec.json.Decoder(Index)
-_tally_decoder = msgspec.json.Decoder(Tally)
-_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+MAX_PROBLEMS_KEPT = 20  # lenient reads count every problem but describe only the first few
+_MIN_LINE_BYTES = 16  # no record's line is shorter (the shortest, a policy change, is ~70)
 _TOO_LONG = b"\x00a line over MAX_LINE_BYTES\x00"  # its stand-in, compared by identity
 
 
-def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 200 else text[:197] + "..."
+# ---- a whole file ---------------------------------------------------------------------------
+
+def load(path: str | os.PathLike[str], lenient: bool = False,
+         into: type[Recording] = Recording) -> Recording:
+    """Read a whole recording ("-" is stdin) into an indexed Recording (a Run).
+
+    Raises RecordingError for a damaged file; a cut one loads what was sealed and sets
+    `truncated` (see `notes` for what to tell the user).
+    """
+    # Decoding allocates millions of small containers, none of them cyclic; without this the
+    # cyclic GC runs over and over during a load and doubles its time.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(path, lenient, into)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load(path: str | os.PathLike[str], lenient: bool, into: type[Recording]) -> Recording:
+    name = display_name(path)
+    data = read_all(path)
+    frame_notes: list[str] = []
+    frame_cut = False
+    verified = 0
+    frame_starts: list[int] | None = None
+    if data.startswith(ZSTD_MAGIC):
+        try:
+            walk = decompress(data, lenient=lenient, keep_damaged=True)
+            if walk.damaged_frames and not _has_checks(walk.text):
+                walk = decompress(data, lenient=lenient)  # nothing would vouch for it: drop
+        except ZstdLimitError as exc:
+            raise RecordingError(f"{name}: {exc}: refusing to read it") from None
+        except ZstdDamage as exc:
+            raise RecordingError(f"{name}: {exc}: the compressed file is damaged; run with "
+                                 f"--lenient to read the frames around it") from None
+        data, frame_cut, frame_notes = walk.text, walk.cut, walk.damaged
+        verified = walk.verified
+        frame_starts = walk.frame_starts
+    if not data or data.isspace():
+        if frame_notes:
+            raise RecordingError(f"{name}: nothing readable: {frame_notes[0]}")
+        raise RecordingError(f"{name}: empty file: not an observatory recording")
+    newline = data.find(b"\n")
+    first = data if newline < 0 else data[:newline]
+    try:
+        header = parse_header(first, name)
+    except RecordingError:
+        if newline < 0 and first.startswith(b'{"kind":"header"'):
+            raise RecordingError(f"{name}:1: the header line is cut: the writer died before "
+                                 f"writing anything usable") from None
+        raise
+    recording = into(header, name)
+    for note in frame_notes:  # lenient: frames dropped by the zstd walk
+        recording.problem_count += 1
+        recording.problems.append(note)
+    if header.schema >= 2:
+        load_checked(data, recording, name, lenient, verified)
+    else:
+        load_unchecked(data, recording, name, lenient)
+    if frame_cut:  # an index in a frame cut short (its checksum lost) vouches for nothing
+        recording.index = recording.tally = None
+    wrong = index_disagrees(recording, frame_starts)
+    if wrong is not None:
+        if not lenient:
+            raise RecordingError(f"{name}: {wrong}: the index is damaged; run with --lenient "
+                                 f"to read the records without it")
+        recording.index = None
+        recording.problem_count += 1
+        recording.problems.append(wrong)
+    if frame_cut and not recording.truncated:
+        recording.truncated = True
+        recording.cut_note = (f"the file is cut inside its last zstd frame, after step "
+                              f"{recording.last_step}")
+    return recording
+
+
+def _has_checks(text: bytes) -> bool:
+    """Whether the recording carries Check lines (schema >= 2), judged from its header."""
+    newline = text.find(b"\n")
+    schema = schema_of(text[:newline if newline >= 0 else len(text)])
+    return schema is not None and schema >= 2
 
 
 def _span(first: int, last: int) -> str:
@@ -97,7 +174,7 @@ class _Reader:
         run if `keep`. Returns False if any line was bad. The loop is the loader's hot path:
         the common case (the next step, within bounds) costs a few comparisons. `size`: the
         lines' bytes, if the caller knows them (no line is longer than all of them)."""
-        decode = _record_decoder.decode
+        decode = decode_record
         append = self.run.append
         if (size if size is not None else sum(map(len, lines))) > limits.MAX_LINE_BYTES:
             lines = list(lines)
@@ -112,7 +189,7 @@ class _Reader:
         for line in lines:
             try:
                 item = decode(line)
-            except _DECODE_ERRORS as exc:
+            except DECODE_ERRORS as exc:
                 if line is _TOO_LONG:
                     ok = False  # reported above
                 else:
@@ -153,11 +230,11 @@ class _Reader:
         if isinstance(exc, RecursionError):
             why = "nested deeper than the reader allows"
         elif line.startswith(CHECK_PREFIX):
-            why = f"misplaced or damaged check line ({one_line(exc)})"
+            why = f"misplaced or damaged check line ({reason(exc)})"
         elif not line.strip():
             why = "blank line"
         else:
-            why = f"corrupt line ({one_line(exc)})"
+            why = f"corrupt line ({reason(exc)})"
         self.problem(lineno, why)
         return False
 
@@ -251,10 +328,10 @@ def load_checked(data: bytes, run: Run, name: str, lenient: bool, verified: int 
         why = None
         lines: list[bytes] | None = None
         try:
-            check = _check_decoder.decode(view[check_start:check_end])
-        except _DECODE_ERRORS as exc:
+            check = decode_check(view[check_start:check_end])
+        except DECODE_ERRORS as exc:
             check = None
-            why = f"damaged check line ({one_line(exc)})"
+            why = f"damaged check line ({reason(exc)})"
         if check is not None:
             # Split at most as many times as the Check claims, and only if that many lines
             # fit in the block (a record line is far longer than MIN_LINE_BYTES): a forged
@@ -312,17 +389,17 @@ def _take_index(reader: _Reader, line: bytes, lineno: int) -> None:
     Its place and its checksum are proved by now; whether it agrees with the records is
     `index_disagrees`'s business once they are read."""
     try:
-        reader.run.index = _index_decoder.decode(line)
-    except _DECODE_ERRORS as exc:
-        reader.problem(lineno, f"damaged index line ({one_line(exc)})")
+        reader.run.index = decode_index(line)
+    except DECODE_ERRORS as exc:
+        reader.problem(lineno, f"damaged index line ({reason(exc)})")
 
 
 def _take_tally(reader: _Reader, line: bytes, lineno: int) -> None:
     """The recorder's tally (the last line of its last data block): kept, not a record."""
     try:
-        reader.run.tally = _tally_decoder.decode(line)
-    except _DECODE_ERRORS as exc:
-        reader.problem(lineno, f"damaged tally line ({one_line(exc)})")
+        reader.run.tally = decode_tally(line)
+    except DECODE_ERRORS as exc:
+        reader.problem(lineno, f"damaged tally line ({reason(exc)})")
 
 
 def index_disagrees(run: Run, frame_starts: list[int] | None) -> str | None:
@@ -368,7 +445,7 @@ def _tail(reader: _Reader, tail: bytes, lineno: int, final: bool, cut_check: boo
     # them. They must at least decode; they are not kept, since nothing vouches for them.
     # The recorder's own lines (a cut can leave the tally or the index unsealed) are not
     # records; a Check line here means the one before it did not match.
-    complete = [line for line in lines if not line.startswith(_NOT_RECORDS)]
+    complete = [line for line in lines if not line.startswith(RECORDER_LINES)]
     if any(line.startswith(CHECK_PREFIX) for line in lines) and not cut_check:
         reader.problem(lineno, "damaged check line after the last good one")
     reader.decode_lines(complete, lineno, keep=False)
@@ -395,9 +472,9 @@ def load_unchecked(data: bytes, run: Run, name: str, lenient: bool) -> None:
     truncated = False
     if tail:
         try:
-            _record_decoder.decode(tail)
+            decode_record(tail)
             lines.append(tail)  # complete but unterminated: the cut fell before its newline
-        except _DECODE_ERRORS:
+        except DECODE_ERRORS:
             truncated = True  # a cut last line
     reader.decode_lines(lines, 2)
     if truncated or not reader.ended:

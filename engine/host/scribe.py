@@ -5,20 +5,21 @@ shutdown and force-kills after a timeout (0.18.0 without the scheduler's shutdow
 on Ctrl-C; `--shutdown-timeout 0`). A killed process cannot end its zstd frame or write the
 index, so a recording written from inside it ended "cut inside its last zstd frame". The
 engine's side (engine.host.scribe_pipe) therefore only sends each record's line, already
-encoded, down a pipe; this process feeds them to the real Recorder. The pipe reaches EOF
+encoded, down a socket; this process feeds them to the real Recorder. The socket reaches EOF
 however the engine's process ends (its own close, SystemExit, SIGKILL), and then this process
-ends the recording the way `RecordingController.seal()` does: RunFinished after the last whole
-step, with reason PROCESS_ENDED when the engine neither sent its own end record nor closed the
-recording itself (CLOSE_LINE: a recording toggled off mid-run), then the index.
+ends the recording the way `RecordingController.seal()` does (engine.stream.producer.Ending:
+the stream's own end record after the last whole step), with reason PROCESS_ENDED when the
+engine neither sent its own end record nor closed the recording itself (CLOSE_LINE: a
+recording toggled off mid-run), then the index.
 A partial line at EOF (the engine died mid-write) is dropped: the file holds every whole record.
 
-Run as `python -m engine.stream.scribe --fd N --path PATH [--lock-fd M] [--remove-if-empty]`:
-stdin is the record pipe, fd N the recording (opened by the engine, so a bad path fails there
+Run as `python -m engine.host.scribe --fd N --path PATH [--lock-fd M] [--remove-if-empty]`:
+stdin is the record socket, fd N the recording (opened by the engine, so a bad path fails there
 at once), fd M an exclusive flock that `observatory exec` waits on (held until this process
 exits: the file is sealed by then). stdout carries status lines back (`{"bytes", "records",
 "error"}` as JSON, the last with `"final": true`), non-blocking: a status nobody reads is
 dropped, never a reason to stall the engine. It runs in its own session (a terminal's Ctrl-C
-must not reach it) and ignores SIGINT and SIGTERM: its end is the pipe's EOF.
+must not reach it) and ignores SIGINT and SIGTERM: its end is the socket's EOF.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ import time
 
 import msgspec
 
+from engine.stream.producer import Ending
+
 # A process-ended recording's end reason: the engine's process ended without closing its
 # stream (killed, or exited without the observer's close).
 PROCESS_ENDED = "process_ended"
@@ -40,33 +43,33 @@ PROCESS_ENDED = "process_ended"
 # as an in-process Recorder's would, with no end record added.
 CLOSE_LINE = b"#close\n"
 STATUS_EVERY_S = 0.25  # status lines at most this often (the engine's REC count)
-READ_BYTES = 1 << 20  # the engine's side widens the pipe to this
+READ_BYTES = 1 << 20  # the engine's side widens the socket to this
 # After each read the scribe waits this long before it reads again, so the engine's writes
-# land in the pipe without waking a process for each record: woken per record, the scribe
+# land in the socket without waking a process for each record: woken per record, the scribe
 # took the engine's CPU at every step on a loaded 2-core machine (bench/bench_attach.py: the
 # observer's time per step went from about 0.3 ms to 2 ms). Nothing is lost by waiting: what
-# is in the pipe outlives the engine's process.
+# is in the socket outlives the engine's process.
 DRAIN_S = 0.05
 
 
 class Scribe:
-    """Feed lines from the pipe to a Recorder writing to `file`; seal it at EOF."""
+    """Feed lines from the socket to a Recorder writing to `file`; seal it at EOF."""
 
     def __init__(self, path: str, file, status_fd: int | None) -> None:  # noqa: ANN001
+        from engine.analysis.summary import SummaryBuilder
         from engine.outpath import classify
         from engine.stream.recorder import Recorder
 
-        self.recorder = Recorder(path, opened=(file, classify(path)))
+        self.recorder = Recorder(path, opened=(file, classify(path)), fold=SummaryBuilder)
         self._status_fd = status_fd
         self._last_sent: tuple | None = None
         self._pending = b""  # a line not yet whole
-        self._last_step = None  # for the end record written at EOF
-        self.finished = False  # the engine sent RunFinished
+        self._ending = Ending()  # the last step, and whether the engine sent RunFinished
         self.closed_by_engine = False  # the engine sent CLOSE_LINE before its EOF
 
     # ---- lines ----------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
-        """Record every whole line in `data` (what the pipe gave, after what was pending)."""
+        """Record every whole line in `data` (what the socket gave, after what was pending)."""
         data = self._pending + data
         end = data.rfind(b"\n")
         if end < 0:
@@ -78,8 +81,8 @@ class Scribe:
                 self._line(line + b"\n")
 
     def _line(self, line: bytes) -> None:
-        from engine.stream.records import (STEP_TYPES, EngineAborted, Header, ObserverError,
-                                           RunFinished, decode_record)
+        from engine.stream.records import (EngineAborted, Header, ObserverError, RunFinished,
+                                           decode_record)
 
         recorder = self.recorder
         if line == CLOSE_LINE:
@@ -98,25 +101,19 @@ class Scribe:
             recorder.write_line(line)  # kept as sent; the index then carries no summary
             return
         kind = type(item)
-        if kind in STEP_TYPES:
-            self._last_step = item
-        elif kind is RunFinished:
-            self.finished = True
+        self._ending.note(item)
         recorder.write_line(line, end=kind in (RunFinished, EngineAborted, ObserverError),
                             item=item)
 
     # ---- the end ----------------------------------------------------------------------
     def seal(self) -> None:
         """EOF: drop a partial line, end the stream if the engine did not, close (index)."""
-        from engine.stream.records import RunFinished, encode
+        from engine.stream.records import encode
 
         self._pending = b""
         recorder = self.recorder
-        if recorder.header_written and not self.finished and not self.closed_by_engine:
-            last = self._last_step
-            end = RunFinished(steps=last.step + 1 if last else 0, reason=PROCESS_ENDED,
-                              sim_s=last.sim_s if last else 0.0,
-                              wall_s=last.wall_s if last else 0.0)
+        if recorder.header_written and not self._ending.ended and not self.closed_by_engine:
+            end = self._ending.record(PROCESS_ENDED)
             recorder.write_line(encode(end) + b"\n", end=True, item=end)
         recorder.close()
 
@@ -144,7 +141,7 @@ class Scribe:
 
 def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)  # the end is the pipe's EOF, nothing else
+        signal.signal(sig, signal.SIG_IGN)  # the end is the socket's EOF, nothing else
     # Not the engine's child: vLLM's shutdown force-kills its EngineCore's child processes
     # (0.33: "force killing sub process"), which killed the scribe before it sealed. The
     # process the engine started exits here; this one goes on, adopted by init.
@@ -181,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.stream.scribe")
+    parser = argparse.ArgumentParser(prog="python -m engine.host.scribe")
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--path", required=True)
     parser.add_argument("--lock-fd", type=int)
