@@ -305,7 +305,7 @@ class Session:
             pending = self._workload.initial()
             upcoming: Request | None = next(pending, None)
             first: list[Request] = []
-            while upcoming is not None and upcoming.arrival_s <= 0.0:
+            while upcoming is not None and upcoming.due(0, 0.0):
                 first.append(upcoming)
                 upcoming = next(pending, None)
             self._on_progress(f"adding {len(first):,} requests", "")
@@ -373,21 +373,24 @@ class Session:
             if spec.max_steps is not None and step >= spec.max_steps:
                 return "max_steps"
             now = self._measured_s() if self._wall_paced else sim_s
-            if upcoming is not None and upcoming.arrival_s <= now:
+            if upcoming is not None and upcoming.due(step, now):
                 due: list[Request] = []
-                while upcoming is not None and upcoming.arrival_s <= now:
+                while upcoming is not None and upcoming.due(step, now):
                     due.append(upcoming)
                     upcoming = next(pending, None)
                 self._emit(self._add_requests(due, step, sim_s, "workload"))
             if not driver.has_unfinished_requests():
                 if upcoming is None:
                     return "completed"
-                if self._wall_paced:  # idle on a GPU: wait for the next arrival in real time,
+                if upcoming.step is not None:  # a re-run keeps the recorded steps: the
+                    pass  # recorded engine stepped with nothing to do, so does this one
+                elif self._wall_paced:  # idle on a GPU: wait for the next arrival in real time,
                     # in short naps so that commands (stop, burst) still apply promptly
                     time.sleep(min(_IDLE_NAP_S, max(0.0, upcoming.arrival_s - now)))
                 else:  # idle on the sim: jump the simulated clock to the next arrival
                     sim_s = upcoming.arrival_s
-                continue
+                if upcoming.step is None:
+                    continue
             self._steps_out = step
             self._last_start = self._busy_since = time.perf_counter()
             try:
@@ -611,17 +614,20 @@ class Session:
         """Hand `requests` to vLLM; return the Arrivals record for the caller to emit."""
         driver = self._driver
         assert driver is not None
-        prompt_tokens: list[int] = []
+        arrived = []
         for request in requests:
             stamp = self._stamp(request)
             try:
-                prompt_tokens.append(driver.add_request(request, stamp))
+                arrived.append(driver.add_request(request, stamp))
             except Exception as exc:  # vLLM refused the request: vLLM's failure, not ours
                 raise _EngineFault(exc) from exc
         return Arrivals(step=step, sim_s=sim_s, source=source,
                         request_ids=[r.request_id for r in requests],
-                        prompt_tokens=prompt_tokens,
-                        arrival_s=[r.arrival_s for r in requests])
+                        prompt_tokens=[a.prompt_tokens for a in arrived],
+                        arrival_s=[r.arrival_s for r in requests],
+                        n=[a.facts.n for a in arrived],
+                        max_tokens=[a.facts.max_tokens for a in arrived],
+                        prefix=[a.facts.prefix for a in arrived])
 
     def _abort_record(self, exc: BaseException) -> EngineAborted:
         assert self._driver is not None

@@ -89,7 +89,7 @@ class Observer:
         self.cost = CostModel()
         self._t0 = time.perf_counter()
         self._lock = threading.Lock()  # the stream: steps vs close() from another thread
-        self._arrivals: list[tuple[str, int]] = []
+        self._arrivals: list[tuple[str, int, Any]] = []  # id, prompt tokens, RequestFacts
         self._changes_seen = len(tap.hook.changes)
         self._acks: list[Callable[[int], None]] = []
         self._boundary: list[Callable[[int], None]] = []
@@ -205,11 +205,15 @@ class Observer:
             for fn in boundary:
                 fn(self.step)
             if arrivals:
-                self._open.update(r for r, _ in arrivals)
+                self._open.update(r for r, _, _ in arrivals)
+                facts = [f for _, _, f in arrivals]
                 self._emit(Arrivals(step=self.step, sim_s=self.sim_s, source="workload",
-                                    request_ids=[r for r, _ in arrivals],
-                                    prompt_tokens=[n for _, n in arrivals],
-                                    arrival_s=[self.sim_s] * len(arrivals)))
+                                    request_ids=[r for r, _, _ in arrivals],
+                                    prompt_tokens=[n for _, n, _ in arrivals],
+                                    arrival_s=[self.sim_s] * len(arrivals),
+                                    n=[f.n for f in facts],
+                                    max_tokens=[f.max_tokens for f in facts],
+                                    prefix=[f.prefix for f in facts]))
         except Exception as exc:  # noqa: BLE001
             self.fail("before a step", exc)
 
@@ -250,12 +254,12 @@ class Observer:
         except Exception as exc:  # noqa: BLE001
             self.fail("after a step", exc)
 
-    def added(self, request_id: str, prompt_tokens: int) -> None:
+    def added(self, request_id: str, prompt_tokens: int, facts: Any) -> None:
         if self.dead:
             return
         try:
             with self._lock:
-                self._arrivals.append((request_id, prompt_tokens))
+                self._arrivals.append((request_id, prompt_tokens, facts))
         except Exception as exc:  # noqa: BLE001
             self.fail("add_request", exc)
 
