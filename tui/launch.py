@@ -213,13 +213,16 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                lenient: bool = False, autoplay: bool = True, reference: str | None = None,
                reference_offset: float = 0.0, hold_whole_read=None,
                window_from_steps: int | None = None,
-               reference_engine: int | None = None, freeze: bool = False) -> ObservatoryApp:
+               reference_engine: int | None = None, freeze: bool = False,
+               fork: bool = False) -> ObservatoryApp:
     """Build the replay (one path) or compare (two paths) app; raises ConfigError.
     `hold_whole_read` (tests): a threading.Event the background read of an indexed recording
     waits for, so the window it opens on can be driven first. `window_from_steps`: how long
     an indexed recording must be to open on a window (tui.replay.lazy.WINDOW_FROM_STEPS).
     `freeze`: the app owns the process (the `replay` command), so the background read moves
-    the whole run out of the cyclic collector's sight when it is done (WholeRunLoader)."""
+    the whole run out of the cyclic collector's sight when it is done (WholeRunLoader).
+    `fork`: one recording file that can be re-run is re-run in the background from the start,
+    so that `f` forks it at any step (tui.replay.fork_action)."""
     from tui.app import ObservatoryApp
     from tui.replay.replay_screen import ReplayScreen
     from tui.run_view import RunView
@@ -245,7 +248,7 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                                                    speed=speed, source=source))
     if len(paths) == 1 and paths[0] != "-" and reference is None:
         app = _windowed_replay(paths[0], speed, lenient, hold_whole_read, window_from_steps,
-                               freeze)
+                               freeze, fork)
         if app is not None:
             return app
     loaded = [load_view(p, lenient) for p in paths]
@@ -263,13 +266,34 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
         return ObservatoryApp(lambda: CompareScreen(views, names))
     view, notice = loaded[0]
     view.reference = _reference(reference, reference_offset, reference_engine)
+    fork_path = paths[0] if fork and paths[0] != "-" and forkable(view) else None
     return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(paths[0]),
-                                               speed=speed, autoplay=autoplay, notice=notice))
+                                               speed=speed, autoplay=autoplay, notice=notice,
+                                               fork_path=fork_path))
+
+
+def forkable(recording) -> bool:
+    """Whether `f` can fork this recording: the installed vLLM is its release (a fork re-runs
+    it on this one) and it can be re-run (engine.analysis.rerun). Read from the loaded
+    header and records: nothing is imported from vLLM."""
+    from engine.analysis.rerun import is_own_sim_run
+    from engine.traces.recording import lacks
+
+    header = recording.header
+    if header is None or header.backend == "log" or not recording.steps:
+        return False
+    try:
+        from engine.analysis.verify import refuse_other_vllm
+
+        refuse_other_vllm(recording.path, header.vllm_version)
+    except ObservatoryError:
+        return False
+    return is_own_sim_run(header) or lacks(recording) is None
 
 
 def _windowed_replay(path: str, speed: float, lenient: bool, hold=None,
                      window_from_steps: int | None = None,
-                     freeze: bool = False) -> ObservatoryApp | None:
+                     freeze: bool = False, fork: bool = False) -> ObservatoryApp | None:
     """A long recording with an index opens on a window of its last steps while the whole file
     is read in the background (tui.replay.lazy); None: short, no index (or it does not check),
     so the caller reads the whole file first, as for every other recording."""
@@ -295,9 +319,25 @@ def _windowed_replay(path: str, speed: float, lenient: bool, hold=None,
     notice = None if indexed.index.finished else ("the recording has no end record: the run "
                                                   "did not finish cleanly")
     loader = WholeRunLoader(path, lenient, hold, indexed, freeze)
+    fork_path = path if fork and forkable_header(header, path) else None
     return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(path), speed=speed,
                                                autoplay=False, notice=notice, indexed=indexed,
-                                               loader=loader))
+                                               loader=loader, fork_path=fork_path))
+
+
+def forkable_header(header, path: str) -> bool:
+    """`forkable` from a long recording's header alone (its records are still being read):
+    a run of the observatory on the sim, on this vLLM. A program's own engine's recording
+    forks once the whole of it is read (its requests are the workload): replay it whole."""
+    from engine.analysis.rerun import is_own_sim_run
+
+    try:
+        from engine.analysis.verify import refuse_other_vllm
+
+        refuse_other_vllm(path, header.vllm_version)
+    except ObservatoryError:
+        return False
+    return is_own_sim_run(header)
 
 
 def _stdin_to_tty() -> None:
@@ -322,7 +362,8 @@ def _stdin_to_tty() -> None:
 
 def replay(paths: list[str], speed: float = 1.0, follow: bool = False,
            lenient: bool = False, reference: str | None = None,
-           reference_offset: float = 0.0, reference_engine: int | None = None) -> int:
+           reference_offset: float = 0.0, reference_engine: int | None = None,
+           fork: bool = True) -> int:
     """Replay one recording (or compare two); `follow` keeps up with a growing file or stdin."""
     try:
         if "-" in paths and not follow:
@@ -336,7 +377,7 @@ def replay(paths: list[str], speed: float = 1.0, follow: bool = False,
                 _stdin_to_tty()
             app = replay_app(paths, speed, follow, lenient, reference=reference,
                              reference_offset=reference_offset,
-                             reference_engine=reference_engine, freeze=True)
+                             reference_engine=reference_engine, freeze=True, fork=fork)
     except ObservatoryError as exc:  # a damaged recording, a bad flag: one line
         return _fail(str(exc))
     # What is loaded now (the modules, a whole recording or a long one's window) lives as
