@@ -74,7 +74,8 @@ class RunSpec(msgspec.Struct, kw_only=True):
     backend: Annotated[str, Setting("engine backend", choices=("sim", "gpu"))] = "sim"
     preset: Annotated[str, Setting("workload preset: seed-5578, seed-5578-fitted, demo (V0); v1-thrash, "
                                    "v1-concurrent-prefill, v1-head-of-line, v1-async-seats, v1-prefix-offload "
-                                   "(V1)",
+                                   "(V1); recorded (a recording's re-run: the defaults, its "
+                                   "engine's settings given)",
                                    metavar="NAME")] = "seed-5578"
     # None: opt-125m (sim: packaged config; gpu: facebook/opt-125m)
     model: Annotated[str | None, Setting(
@@ -316,6 +317,9 @@ _V1_THRASH: dict[str, Any] = {
 admission settings."""
 
 PRESETS: dict[str, dict[str, Any]] = {
+    # A re-run of a recording (engine.analysis.rerun, `export --format trace`'s settings): the
+    # defaults, with every engine setting the recording's and its requests its trace.
+    "recorded": {},
     # vLLM issue #5578 exactly: LLM(model="facebook/opt-125m", enable_chunked_prefill=True,
     # max_num_batched_tokens=4096, num_gpu_blocks_override=8192), default swap_space=4 GiB,
     # 10,000 prompts of "```python\n" + 1000 characters of scheduler.py, n=8, max_tokens=1000.

@@ -169,8 +169,7 @@ def _base_fields(header: Any) -> dict[str, Any]:
         if header.backend == "gpu":  # its vLLM settings; the sim's shape of its model
             fields.update(engine_spec(header))
         return fields
-    return {"preset": "v1-thrash" if header.engine == "v1" else "seed-5578",
-            **engine_spec(header)}
+    return {"preset": "recorded", **engine_spec(header)}
 
 
 def by_requests(recording: Any) -> RunSpec:
@@ -229,6 +228,8 @@ def trace_engine_fields(recording: Any) -> dict[str, Any]:
     toggles = [[change.step, change.new] for change in recording.policy_changes]
     if toggles:
         fields["toggles"] = toggles
+    if recording.finished is not None and recording.finished.reason == "max_steps":
+        fields["max_steps"] = recording.finished.steps  # it stopped there, and so does its re-run
     if cost and cost != msgspec.to_builtins(RunSpec().cost):
         fields["cost"] = cost
     return fields
