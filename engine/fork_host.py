@@ -27,10 +27,8 @@ fork: a fork copies the calling thread only), and everything happens at a step b
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime as _dt
 import os
-import signal
 import socket
 import sys
 import time
@@ -47,24 +45,14 @@ from engine.stream.records import encode as encode_record
 MAX_SNAPSHOTS = 8
 MIN_SPACING = 25  # steps between snapshots at least
 PROGRESS_EVERY_S = 0.2
-_PR_SET_PDEATHSIG = 1
 
 
 def die_with_parent(on_orphaned: Callable[[], None]) -> None:
-    """Call `on_orphaned` when this process's parent dies (Linux: PR_SET_PDEATHSIG)."""
-    parent = os.getppid()
+    """Call `on_orphaned` when this process's parent dies (engine.child's, for the parent of
+    this very process: the kernel forgets the wish at every fork)."""
+    from engine.child import die_with_parent as arrange
 
-    def handler(signum, frame) -> None:  # noqa: ANN001
-        if os.getppid() != parent:
-            on_orphaned()
-
-    signal.signal(signal.SIGUSR2, handler)
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGUSR2), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:
-        on_orphaned()
+    arrange(os.getppid(), on_orphaned)
 
 
 @dataclass

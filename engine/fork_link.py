@@ -18,16 +18,10 @@ import collections
 import os
 import socket
 import subprocess
-import sys
 import threading
-from pathlib import Path
 from typing import Iterator, Union
 
 import msgspec
-
-from engine.errors import EngineError
-
-_PROJECT_ROOT = str(Path(__file__).resolve().parents[1])
 
 
 class ForkAt(msgspec.Struct, tag="fork", tag_field="kind", frozen=True):
@@ -123,28 +117,12 @@ class ForkLink:
     @classmethod
     def spawn(cls, recording: str) -> "ForkLink":
         """Start a fork host re-running `recording` (EngineError if it cannot start)."""
-        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        argv = [sys.executable, "-m", "engine.fork_host", "--fd", str(child_end.fileno()),
-                "--parent-pid", str(os.getpid()), "--recording", os.path.abspath(recording)]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH"))
-                                            if p)
-        from engine.adapters.v1.platform import HASH_SEED
+        from engine.child import start_child
 
-        env["PYTHONHASHSEED"] = HASH_SEED  # a V1 sim engine needs it from the start
-        try:
-            process = subprocess.Popen(argv, pass_fds=(child_end.fileno(),), env=env,
-                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.PIPE, close_fds=True)
-        except OSError as exc:
-            parent_end.close()
-            raise EngineError(f"cannot start the fork host: {exc.strerror or exc}") from None
-        finally:
-            child_end.close()
-        tail: collections.deque[str] = collections.deque(maxlen=20)
-        threading.Thread(target=_keep_tail, args=(process.stderr, tail), daemon=True,
-                         name="observatory-fork-diag").start()
-        return cls(parent_end, process, tail)
+        sock, process, tail = start_child("engine.fork_host",
+                                          ["--recording", os.path.abspath(recording)],
+                                          hash_seed=True, what="the fork host")
+        return cls(sock, process, tail)
 
     @property
     def pid(self) -> int:
@@ -196,11 +174,3 @@ class ForkLink:
         except subprocess.TimeoutExpired:
             self.process.kill()
             return self.process.wait()
-
-
-def _keep_tail(pipe, tail: collections.deque) -> None:  # noqa: ANN001
-    for raw in pipe:
-        text = raw.decode("utf-8", "replace").strip()
-        if text:
-            tail.append(text)
-    pipe.close()

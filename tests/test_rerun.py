@@ -78,7 +78,7 @@ def test_a_seed_run_is_a_trace_that_reruns_every_decision(seed, tmp_path, capsys
 
 
 def test_a_seed_run_verifies_and_names_a_changed_decision(seed, tmp_path, capsys):
-    verify_passes_and_names_a_changed_step(seed, tmp_path, capsys, step=455)
+    verify_passes_and_names_a_changed_step(seed, tmp_path, capsys, step=120)
 
 
 def test_an_exec_recording_records_what_a_rerun_needs(verl):

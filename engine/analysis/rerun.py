@@ -221,6 +221,8 @@ def trace_engine_fields(recording: Any) -> dict[str, Any]:
     with the trace they re-run its decisions (`observatory run --config F --trace T`)."""
     header = recording.header
     fields = _base_fields(header)
+    if busy_loop_of(recording):
+        fields["busy_loop"] = True
     if fields.get("num_cpu_blocks") is not None:
         fields.pop("swap_space_gib", None)  # the blocks it had, not the swap space they came of
     cost = fields.pop("cost", None)
