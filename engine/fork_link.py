@@ -156,7 +156,8 @@ class ForkLink:
                 continue
 
     def close(self) -> None:
-        """Let the host go (it exits on EOF; forks it started run on to their end)."""
+        """Let the host go: it is stopped (it holds no recording; its snapshots go with it),
+        and a fork it started stops at its next step with its recording sealed."""
         if self.closed:
             return
         self.closed = True
@@ -165,6 +166,8 @@ class ForkLink:
         except OSError:
             pass
         self.sock.close()
+        if self.process.poll() is None:
+            self.process.terminate()
 
     def wait_gone(self, grace: float = 5.0) -> int | None:
         """Close and wait for the host process to exit (killed after `grace` seconds)."""

@@ -47,8 +47,9 @@ or a connection to a remote server (the spec is the server's; restart is refused
 
 class LiveScreen(ForkKeys, RunScreen):
     """Follow an engine process; `f` flips the fix while it runs. Once vLLM has aborted, `f`
-    and `F` fork the recording at the step on screen instead ("what if I had pressed f
-    then?": tui.replay.fork_action), its re-run started as soon as the recording is sealed."""
+    and `F` at an earlier step (← → n N g) fork the recording there instead ("what if I had
+    pressed f then?": tui.replay.fork_action), its re-run started as soon as the recording is
+    sealed; at the end they choose the restart's policy (R)."""
 
     BINDINGS = [
         Binding("f", "cycle_policy", "fix: cycle policy"),
@@ -209,7 +210,7 @@ class LiveScreen(ForkKeys, RunScreen):
             hint = "the remote run is over; q quits"
         elif not over and self.view.policy == "off" and self.pending_policy is None:
             hint = HINT_UNDERFILL if underfill_text(self.view) is not None else HINT_OFF
-        if self.forks is not None:
+        if self.forking or (self.forks is not None and self.forks.busy):
             hint = self.fork_hint()
         if not self.following:
             hint = f"browsing step {self.view.current_step:,}: end follows the newest" + (
@@ -237,6 +238,9 @@ class LiveScreen(ForkKeys, RunScreen):
     def banner_footer(self) -> str:
         if not self.restartable:
             return "Everything stays on screen for inspection. q quits."
+        if self.forks is not None:
+            return ("Everything stays on screen for inspection. At an earlier step (← g), f "
+                    "forks the run there with the fix. R restarts the run, q quits.")
         return "Everything stays on screen for inspection. R restarts the run, q quits."
 
     def plot_range(self) -> tuple[int, int]:
@@ -273,7 +277,7 @@ class LiveScreen(ForkKeys, RunScreen):
         return True
 
     def action_cycle_policy(self) -> None:
-        if self.forks is not None:
+        if self.forking:
             self.fork_here(self.fork_policy())
             return
         base = self.pending_policy or self.view.policy
@@ -285,8 +289,14 @@ class LiveScreen(ForkKeys, RunScreen):
         self.app.push_screen(PolicyPicker(current, self.view.engine),
                              lambda picked: picked and self._choose_policy(picked))
 
+    @property
+    def forking(self) -> bool:
+        """`f` / `F` fork: the run aborted and the screen shows an earlier step (at the end
+        they choose the restart's policy, as always)."""
+        return self.forks is not None and not self.following
+
     def _choose_policy(self, policy: str) -> None:
-        if self.forks is not None:  # aborted: what if that policy had run from this step?
+        if self.forking:  # aborted: what if that policy had run from this step?
             self.fork_here(policy)
             return
         if self.over:

@@ -92,6 +92,13 @@ class ReplayScreen(ForkKeys, RunScreen):
         status.hint = self.fork_hint()
         return status
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The fork keys only where this replay can fork (a recording file, re-run in the
+        background: not --no-fork, a followed stream or stdin)."""
+        if action in ("fork_fix", "fork_pick"):
+            return self.fork_path is not None
+        return True
+
     def action_fork_fix(self) -> None:
         if self._fork_refused():
             return
@@ -104,10 +111,6 @@ class ReplayScreen(ForkKeys, RunScreen):
                              lambda picked: picked and self.fork_here(picked))
 
     def _fork_refused(self) -> bool:
-        if self.fork_path is None:
-            self.notify("this replay cannot fork its run (a followed stream, or a recording "
-                        "that is not a file)", timeout=4)
-            return True
         if self.windowed:
             self.notify("still reading the whole recording: fork once it is loaded", timeout=4)
             return True
