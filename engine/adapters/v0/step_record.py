@@ -110,13 +110,13 @@ def seq_finishes(freed: list[tuple[int, int]], scheduled: list[Any],
     done: list[tuple[str, int]] = []
     seen: set[int] = set()
     if freed:
-        owner = {seq.seq_id: group for s in scheduled for group in (s.seq_group,)
-                 for seq in group.get_seqs()}
-        for seq_id, length in freed:
-            group = owner.get(seq_id)
-            if group is not None:
-                done.append((rid(group), length))
-                seen.add(seq_id)
+        lengths = dict(freed)
+        for s in scheduled:  # the groups that own them (seqs_dict: 0.5.0 to 0.10.2)
+            group = s.seq_group
+            ids = lengths.keys() & group.seqs_dict.keys()
+            if ids:  # a request's samples are alike: by length, whatever their seq ids
+                done += [(rid(group), n) for n in sorted(lengths[i] for i in ids)]
+                seen |= ids
     for group, seq in first:
         if seq.seq_id not in seen:
             done.append((rid(group), seq.get_output_len()))
