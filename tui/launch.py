@@ -267,9 +267,20 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
     view, notice = loaded[0]
     view.reference = _reference(reference, reference_offset, reference_engine)
     fork_path = paths[0] if fork and paths[0] != "-" and forkable(view) else None
+    link = _fork_host(fork_path)
     return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(paths[0]),
                                                speed=speed, autoplay=autoplay, notice=notice,
-                                               fork_path=fork_path))
+                                               fork_path=fork_path, fork_link=link))
+
+
+def _fork_host(path: str | None):
+    """The recording's fork host, started before the app so that its engine builds while the
+    screen does (tui.replay.fork_action); None without a path."""
+    if path is None:
+        return None
+    from tui.replay.fork_action import ForkAction
+
+    return ForkAction.spawn(path)
 
 
 def forkable(recording) -> bool:
@@ -320,9 +331,11 @@ def _windowed_replay(path: str, speed: float, lenient: bool, hold=None,
                                                   "did not finish cleanly")
     loader = WholeRunLoader(path, lenient, hold, indexed, freeze)
     fork_path = path if fork and forkable_header(header, path) else None
+    link = _fork_host(fork_path)
     return ObservatoryApp(lambda: ReplayScreen(view, title=_display_name(path), speed=speed,
                                                autoplay=False, notice=notice, indexed=indexed,
-                                               loader=loader, fork_path=fork_path))
+                                               loader=loader, fork_path=fork_path,
+                                               fork_link=link))
 
 
 def forkable_header(header, path: str) -> bool:

@@ -85,16 +85,30 @@ class ForkAction:
         self.follow: ForkFollow | None = None
         self.failed: str | None = None
 
-    def start(self, screen: MessagePump) -> None:
-        """Start the host (a process: returns at once) and the thread that reads it."""
+    @staticmethod
+    def spawn(path: str) -> Any:
+        """The fork host for `path`, started now (a process: returns at once): the replay
+        command starts it before its screen, whose start-up it then overlaps. None if it
+        cannot start (the screen says why when `f` is pressed)."""
         from engine.fork_link import ForkLink
 
         try:
-            self.link = ForkLink.spawn(self.path)
-        except ObservatoryError as exc:
-            self.failed = str(exc)
-            return
-        link = self.link
+            return ForkLink.spawn(path)
+        except ObservatoryError:
+            return None
+
+    def start(self, screen: MessagePump, link: Any = None) -> None:
+        """Start the host (unless `link` is one started already) and the thread that reads
+        it."""
+        from engine.fork_link import ForkLink
+
+        if link is None:
+            try:
+                link = ForkLink.spawn(self.path)
+            except ObservatoryError as exc:
+                self.failed = str(exc)
+                return
+        self.link = link
 
         def read() -> None:
             for said in link.messages():
@@ -204,10 +218,10 @@ class ForkKeys:
 
     forks: ForkAction | None = None
 
-    def start_forks(self, path: str) -> None:
+    def start_forks(self, path: str, link: Any = None) -> None:
         if self.forks is None:
             self.forks = ForkAction(path)
-            self.forks.start(self)  # type: ignore[arg-type]
+            self.forks.start(self, link)  # type: ignore[arg-type]
 
     def fork_policy(self) -> str:
         """`f`: the run's fix where the step on screen runs without it, else `off`."""

@@ -55,13 +55,14 @@ class ReplayScreen(ForkKeys, RunScreen):
     def __init__(self, view: RunView, *, title: str = "", speed: float = 1.0,
                  autoplay: bool = True, source: RunSource | None = None,
                  notice: str | None = None, indexed=None, loader=None,
-                 fork_path: str | None = None) -> None:
+                 fork_path: str | None = None, fork_link=None) -> None:
         super().__init__(view, source=source, following=source is not None, title=title,
                          speed=speed, playing=autoplay and source is None and loader is None,
                          notice=notice)
         self.indexed = indexed  # engine.stream.indexed.IndexedFile while on a window
         self.loader = loader  # tui.replay.lazy.WholeRunLoader, reading the whole run
         self.fork_path = fork_path  # the recording's file: f forks it (None: no forks)
+        self._fork_link = fork_link  # its fork host, if the command started it already
         if loader is not None:
             self.playhead.seek(view.last_step)
             self._show_playhead()
@@ -76,7 +77,7 @@ class ReplayScreen(ForkKeys, RunScreen):
         if self.loader is not None:  # once the window is on screen: it must not wait for this
             self.call_after_refresh(self.loader.start, self)
         if self.fork_path is not None:  # the re-run a fork starts from, in the background
-            self.start_forks(self.fork_path)
+            self.start_forks(self.fork_path, self._fork_link)
 
     def on_unmount(self) -> None:
         if self.forks is not None:
