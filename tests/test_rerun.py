@@ -98,6 +98,18 @@ def test_an_exec_recording_is_a_trace_that_reruns_every_decision(verl, tmp_path,
     trace_reruns_every_decision(verl, tmp_path, capsys)
 
 
+def test_releases_from_an_exec_recording_runs_its_requests(verl):
+    """`observatory releases --from REC` takes a program's own engine's recording as its
+    workload (engine.analysis.rerun.workload_from_recording): its requests, its engine."""
+    from engine.cli.releases import _recorded_spec
+
+    layer = _recorded_spec(str(verl))
+    assert (layer["trace"], layer["trace_format"], layer["preset"]) == (
+        str(verl.resolve()), "recording", "recorded")
+    assert (layer["max_num_batched_tokens"], layer["max_num_seqs"]) == (512, 64)
+    assert "toggles" not in layer and "swap_space_gib" not in layer
+
+
 def test_an_exec_recording_verifies_from_its_requests(verl, tmp_path, capsys):
     verify_passes_and_names_a_changed_step(verl, tmp_path, capsys, step=30)
 

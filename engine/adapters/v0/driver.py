@@ -40,6 +40,7 @@ class V0Driver:
         gpu_total, cpu_total = vllm_hooks.block_counts(self.scheduler)[1::2]
         self.facts = RequestFactsReader(self.scheduler.cache_config.block_size,
                                         gpu_total + cpu_total)
+        self._cached_blocks = gpu_total + cpu_total
 
     def reset(self, spec: RunSpec, policy: Policy) -> bool:
         """Make this engine what a new one of the same engine settings would be, for the next
@@ -53,6 +54,12 @@ class V0Driver:
         self.hook = vllm_hooks.attach(self.scheduler, policy)
         self.spec = spec
         self._params.clear()
+        # a new workload's requests: numbered from 0, ended at their own lengths
+        self.facts = RequestFactsReader(self.scheduler.cache_config.block_size,
+                                        self._cached_blocks)
+        forget = getattr(self.engine.model_executor, "forget_lengths", None)
+        if forget is not None:
+            forget()
         return True
 
     def blocks_line(self) -> str:

@@ -104,6 +104,10 @@ class SimExecutor(_F.ExecutorBase):
     def initialize_cache(self, num_gpu_blocks: int, num_cpu_blocks: int) -> None:
         self.num_gpu_blocks, self.num_cpu_blocks = num_gpu_blocks, num_cpu_blocks
 
+    def forget_lengths(self) -> None:
+        """A warm engine's next workload (engine.hunt): its requests' lengths are its own."""
+        self._forced = ForcedLengths()
+
     def force_lengths(self, request_id: str, lengths: Any, max_tokens: int) -> None:
         """End `request_id`'s samples at these output lengths (a re-run: its recorded ones),
         whatever the spec's length model says."""

@@ -52,9 +52,7 @@ class V1Driver:
         # vLLM's CPU KV tier (its offloading connector), when the spec has one
         self.tier = v1_tier.attach(built.scheduler, fam.executor_of(built.engine_core))
         self._now_s = 0.0  # when the next step starts on the simulated clock
-        self.facts = RequestFactsReader(fam.block_size(built.scheduler),
-                                        fam.total_blocks(built.scheduler)
-                                        + (self.tier.capacity if self.tier is not None else 0))
+        self.facts = self._new_facts()
         self._executor = fam.executor_of(built.engine_core)
         if self.tier is not None and self.tier.capacity == 0:
             chunk = self.tier.block_bytes
@@ -86,7 +84,14 @@ class V1Driver:
         self.spec = spec
         self._params.clear()
         self._finished, self._scheduled, self._now_s = [], False, 0.0
+        self.facts = self._new_facts()  # a new workload's blocks, numbered from 0
+        self._executor.forget_stops()
         return True
+
+    def _new_facts(self) -> RequestFactsReader:
+        return RequestFactsReader(fam.block_size(self.scheduler),
+                                  fam.total_blocks(self.scheduler)
+                                  + (self.tier.capacity if self.tier is not None else 0))
 
     def blocks_line(self) -> str:
         line = (f"{fam.total_blocks(self.scheduler):,} GPU blocks of {self.spec.block_size} "

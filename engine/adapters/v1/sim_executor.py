@@ -184,6 +184,10 @@ class SimExecutor(Executor):
             output.kv_connector_output = self.offload.step(tier.metadata_of(so))
         return output
 
+    def forget_stops(self) -> None:
+        """A warm engine's next workload (engine.hunt): its requests' lengths are its own."""
+        self._stops.clear()
+
     def stop_at(self, request_id: str, length: int) -> None:
         """Sample STOP_TOKEN_ID as `request_id`'s output token number `length` (a re-run:
         engine.adapters.v1.driver), so it ends where the recorded request ended."""
