@@ -74,6 +74,12 @@ FIGURES: tuple[Figure, ...] = (
     Figure("hunt-v1", "vllm034", ("bench/hunt_throughput.py",),
            ("bench/hunt_throughput.py", "--pairs", "1", "--cold", "1"),
            r"^(load average|pair \d|v1 )", _V1),
+    Figure("fork-v1", "vllm033", ("bench/fork.py", "--kind", "v1"),
+           ("bench/fork.py", "--kind", "v1", "--steps", "2000"),
+           r"^(recorded|fork of)", _V1),
+    Figure("fork-v0", "vllm050", ("bench/fork.py", "--kind", "v0"),
+           ("bench/fork.py", "--kind", "v0"),
+           r"^fork of"),
 )
 """Every figure the page generates, in page order."""
 

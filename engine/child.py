@@ -60,15 +60,29 @@ def spawn_local(spec: RunSpec, record: str | None, *, client: str = "tui",
     spec = spec.validated()
     if record == "-":
         raise ConfigError("the local engine records to a file: give a path or no recording")
+    args = ["--spec", spec_json(spec)]
+    args += ["--record", record] if record is not None else ["--no-record"]
+    args += ["--pace", repr(float(pace))] if pace else []
+    parent_end, process, diagnostics = start_child("engine.child", [*args, *child_args],
+                                                   hash_seed=spec.backend == "sim",
+                                                   what="the engine process")
+    parent_end.sendall(encode_line(Hello(protocol=PROTOCOL_VERSION, token="", client=client)))
+    return EngineLink(parent_end, address=f"engine process {process.pid}", process=process,
+                      diagnostics=diagnostics)
+
+
+def start_child(module: str, args: Sequence[str], *, hash_seed: bool,
+                what: str) -> tuple[socket.socket, subprocess.Popen, collections.deque[str]]:
+    """`python -m MODULE --fd FD --parent-pid PID ARGS` over a socketpair, its stdout to
+    /dev/null and the tail of its stderr kept (its last words if it cannot start): the owner's
+    end, the process, the tail. `hash_seed`: PYTHONHASHSEED=0 from its start (a V1 sim engine
+    needs it). EngineError naming `what` if it cannot be started."""
     parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    argv = [sys.executable, "-m", "engine.child", "--fd", str(child_end.fileno()),
-            "--parent-pid", str(os.getpid()), "--spec", spec_json(spec)]
-    argv += ["--record", record] if record is not None else ["--no-record"]
-    argv += ["--pace", repr(float(pace))] if pace else []
-    argv += list(child_args)
+    argv = [sys.executable, "-m", module, "--fd", str(child_end.fileno()),
+            "--parent-pid", str(os.getpid()), *args]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH")) if p)
-    if spec.backend == "sim":  # a V1 sim engine needs it before the interpreter starts
+    if hash_seed:
         from engine.adapters.v1.platform import HASH_SEED
 
         env["PYTHONHASHSEED"] = HASH_SEED
@@ -78,15 +92,13 @@ def spawn_local(spec: RunSpec, record: str | None, *, client: str = "tui",
                                    stderr=subprocess.PIPE, close_fds=True)
     except OSError as exc:
         parent_end.close()
-        raise EngineError(f"cannot start the engine process: {exc.strerror or exc}") from None
+        raise EngineError(f"cannot start {what}: {exc.strerror or exc}") from None
     finally:
         child_end.close()
     diagnostics: collections.deque[str] = collections.deque(maxlen=20)
     threading.Thread(target=_keep_tail, args=(process.stderr, diagnostics), daemon=True,
                      name="observatory-child-diag").start()
-    parent_end.sendall(encode_line(Hello(protocol=PROTOCOL_VERSION, token="", client=client)))
-    return EngineLink(parent_end, address=f"engine process {process.pid}", process=process,
-                      diagnostics=diagnostics)
+    return parent_end, process, diagnostics
 
 
 def spec_json(spec: RunSpec) -> str:
@@ -119,7 +131,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _die_with_parent(parent_pid: int, on_orphaned) -> None:
+def die_with_parent(parent_pid: int, on_orphaned) -> None:
     """Ask the kernel for _DEATH_SIGNAL when our parent goes; act only if it really went."""
     def handler(signum, frame) -> None:  # noqa: ANN001
         if os.getppid() != parent_pid:
@@ -172,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             host.cancel_start()  # vLLM is still loading: nothing ran, nothing to record
             os._exit(0)
 
-    _die_with_parent(args.parent_pid, owner_gone)
+    die_with_parent(args.parent_pid, owner_gone)
 
     def serve() -> None:
         serve_connection(sock, fanout, token=None, source=lambda name: "tui",

@@ -79,3 +79,44 @@ class LengthSampler:
                 target = max(2, 1 + int(rng.expovariate(1.0 / self.model.early_mean_tokens)))
         self._targets[key] = target
         return target
+
+
+class ForcedLengths:
+    """Recorded output lengths for a re-run (engine.analysis.rerun): each request's samples end
+    where the recorded ones ended. A request's samples are alike to vLLM's scheduler (one group,
+    blocks forked from one prompt), so a length goes to whichever sequence asks first:
+    `first_token_stops` takes the samples that ended at their first token (the prompt step
+    says EOS for that many), `target` gives each later sequence one of the rest, once. A
+    sample the recording did not see end runs to max_tokens."""
+
+    def __init__(self) -> None:
+        self._left: dict[str, list[int]] = {}
+        self._given: dict[tuple[str, int], int | None] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._left) or bool(self._given)
+
+    def force(self, request_id: str, lengths: list[int] | tuple[int, ...],
+              max_tokens: int) -> None:
+        left = sorted(length for length in lengths if 0 < length < max_tokens)
+        if left:
+            self._left[request_id] = left
+
+    def first_token_stops(self, request_id: str) -> int:
+        left = self._left.get(request_id)
+        if not left or left[0] != 1:
+            return 0
+        stops = 0
+        while left and left[0] == 1:
+            left.pop(0)
+            stops += 1
+        return stops
+
+    def target(self, request_id: str, seq_id: int) -> int | None:
+        key = (request_id, seq_id)
+        if key in self._given:
+            return self._given[key]
+        left = self._left.get(request_id)
+        target = left.pop() if left else None
+        self._given[key] = target
+        return target

@@ -62,7 +62,8 @@ import msgspec
 
 from engine import logs
 from engine.adapters import device_info
-from engine.adapters.driver import EngineDriver, HookError, installed_engine_kind, open_driver
+from engine.adapters.driver import (Arrived, EngineDriver, HookError, installed_engine_kind,
+                                   open_driver)
 from engine.adapters.policy_support import require_policy
 from engine.analysis import progress
 from engine.errors import ConfigError
@@ -294,7 +295,7 @@ class Session:
             pending = self._workload.initial()
             upcoming: Request | None = next(pending, None)
             first: list[Request] = []
-            while upcoming is not None and upcoming.arrival_s <= 0.0:
+            while upcoming is not None and upcoming.due(0, 0.0):
                 first.append(upcoming)
                 upcoming = next(pending, None)
             self._on_progress(f"adding {len(first):,} requests", "")
@@ -357,21 +358,24 @@ class Session:
             if spec.max_steps is not None and step >= spec.max_steps:
                 return "max_steps"
             now = stream.elapsed() if self._wall_paced else stream.sim_s
-            if upcoming is not None and upcoming.arrival_s <= now:
+            if upcoming is not None and upcoming.due(step, now):
                 due: list[Request] = []
-                while upcoming is not None and upcoming.arrival_s <= now:
+                while upcoming is not None and upcoming.due(step, now):
                     due.append(upcoming)
                     upcoming = next(pending, None)
                 self._arrived(due, self._add_requests(due), "workload")
             if not driver.has_unfinished_requests():
                 if upcoming is None:
                     return "completed"
-                if self._wall_paced:  # idle on a GPU: wait for the next arrival in real time,
+                if upcoming.step is not None:  # a re-run keeps the recorded steps: the
+                    pass  # recorded engine stepped with nothing to do, so does this one
+                elif self._wall_paced:  # idle on a GPU: wait for the next arrival in real time,
                     # in short naps so that commands (stop, burst) still apply promptly
                     time.sleep(min(_IDLE_NAP_S, max(0.0, upcoming.arrival_s - now)))
                 else:  # idle on the sim: jump the simulated clock to the next arrival
                     stream.idle_until(upcoming.arrival_s)
-                continue
+                if upcoming.step is None:
+                    continue
             self._busy_step = step  # the step in hand, for the guard's line if it never returns
             self._last_start = self._busy_since = time.perf_counter()
             try:
@@ -553,23 +557,25 @@ class Session:
                     sim_s: float) -> tuple[bool, str]:
         return command.fn(step)
 
-    def _add_requests(self, requests: list[Request]) -> list[int]:
-        """Hand `requests` to vLLM; return their prompt tokens as vLLM counts them."""
+    def _add_requests(self, requests: list[Request]) -> list[Arrived]:
+        """Hand `requests` to vLLM; return each one's prompt tokens as vLLM counts them and
+        what a re-run needs of it."""
         driver = self._driver
         assert driver is not None
-        prompt_tokens: list[int] = []
+        arrived = []
         for request in requests:
             stamp = self._stamp(request)
             try:
-                prompt_tokens.append(driver.add_request(request, stamp))
+                arrived.append(driver.add_request(request, stamp))
             except Exception as exc:  # vLLM refused the request: vLLM's failure, not ours
                 raise _EngineFault(exc) from exc
-        return prompt_tokens
+        return arrived
 
-    def _arrived(self, requests: list[Request], prompt_tokens: list[int], source: str) -> None:
+    def _arrived(self, requests: list[Request], arrived: list[Arrived], source: str) -> None:
         """The stream's Arrivals for requests just handed over."""
-        self._stream.arrivals(source, [r.request_id for r in requests], prompt_tokens,
-                              [r.arrival_s for r in requests])
+        self._stream.arrivals(source, [r.request_id for r in requests],
+                              [a.prompt_tokens for a in arrived],
+                              [r.arrival_s for r in requests], [a.facts for a in arrived])
 
 
 _APPLY = {SetPolicy: Session._apply_policy, AddBurst: Session._apply_burst,

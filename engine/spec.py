@@ -74,7 +74,8 @@ class RunSpec(msgspec.Struct, kw_only=True):
     backend: Annotated[str, Setting("engine backend", choices=("sim", "gpu"))] = "sim"
     preset: Annotated[str, Setting("workload preset: seed-5578, seed-5578-fitted, demo (V0); v1-thrash, "
                                    "v1-concurrent-prefill, v1-head-of-line, v1-async-seats, v1-prefix-offload "
-                                   "(V1)",
+                                   "(V1); recorded (a recording's re-run: the defaults, its "
+                                   "engine's settings given)",
                                    metavar="NAME")] = "seed-5578"
     # None: opt-125m (sim: packaged config; gpu: facebook/opt-125m)
     model: Annotated[str | None, Setting(
@@ -82,6 +83,11 @@ class RunSpec(msgspec.Struct, kw_only=True):
         "(default: opt-125m)", metavar="NAME")] = None
     tokenizer: Annotated[str | None, Setting(
         "local HF tokenizer dir (sim: real prompt lengths)", metavar="DIR")] = None
+    # None: vLLM derives it from the model's config (a re-run of a user's engine gives the
+    # one that engine had: engine.analysis.rerun)
+    max_model_len: Annotated[int | None, Setting(
+        "the model's context in tokens (default: what vLLM derives from the model's config)",
+        lo=1, hi=10_000_000)] = None
 
     # vLLM engine knobs (the seed's values by default)
     num_gpu_blocks: Annotated[int, Setting(
@@ -93,7 +99,8 @@ class RunSpec(msgspec.Struct, kw_only=True):
         "CPU swap space per GPU in GiB", lo=0, lo_open=True, hi=1024, flag="--swap-space",
         metavar="GIB")] = 4.0
     block_size: Annotated[int, Setting(
-        "tokens per KV-cache block (what vLLM 0.5 accepts)", choices=(8, 16, 32))] = 16
+        "tokens per KV-cache block (V0 takes 8, 16 or 32; V1 also 64 and 128, the CPU "
+        "platform's default)", choices=(8, 16, 32, 64, 128))] = 16
     max_num_batched_tokens: Annotated[int, Setting(
         "token budget of one step", lo=1, hi=10_000_000)] = 4096
     max_num_seqs: Annotated[int, Setting(
@@ -110,7 +117,8 @@ class RunSpec(msgspec.Struct, kw_only=True):
 
     # vLLM V1 (0.11+) engine knobs; the V0 engine ignores them
     enable_prefix_caching: Annotated[bool, Setting(
-        "V1: vLLM's prefix caching (V0 runs without it)", flag="--prefix-caching")] = False
+        "V1: vLLM's prefix caching (V0 runs without it, but for a re-run of a V0 engine that "
+        "had it)", flag="--prefix-caching")] = False
     scheduler_reserve_full_isl: Annotated[bool, Setting(
         "V1: admit a request only when blocks for its whole context are free (vLLM PR #37307, "
         "on by default in 0.33; off is #25538; 0.18 has no such option and the "
@@ -122,6 +130,13 @@ class RunSpec(msgspec.Struct, kw_only=True):
         "V1 sim (0.33+): vLLM's async scheduling, its AsyncScheduler and the engine core's "
         "batch queue of 2 (schedule step N+1 while step N runs; vLLM's --async-scheduling)",
         flag="--async-scheduling")] = False
+    # how the engine is stepped: vLLM's engine-core busy loop (`vllm serve`, a multiprocess
+    # LLM) takes one more step after requests finish, to tell its workers; a re-run of such an
+    # engine's recording does the same (engine.analysis.rerun)
+    busy_loop: Annotated[bool, Setting(
+        "V1: step as vLLM's engine-core busy loop does (vllm serve, a multiprocess LLM): once "
+        "more after requests finish, to report them to the workers (default: as LLMEngine.step's "
+        "callers do)", flag="--busy-loop")] = False
     # V1's CPU KV tier: vLLM's own OffloadingConnector (scheduler side, CPUOffloadingManager and
     # its eviction) with the sim executor as its worker (engine/adapters/v1/offload.py)
     kv_offloading_gib: Annotated[float, Setting(
@@ -174,12 +189,13 @@ class RunSpec(msgspec.Struct, kw_only=True):
     trace: Annotated[str | None, Setting(
         "replay this request trace as the workload: each request arrives at its trace time "
         "with its prompt and output lengths (Mooncake JSONL, Azure CSV, BurstGPT CSV, vllm "
-        "bench serve --save-result --save-detailed JSON; the other workload settings are "
-        "unused); Mooncake hash_ids become shared prompt blocks, 512 trace tokens = "
-        "512/--block-size engine blocks", metavar="FILE")] = None
+        "bench serve --save-result --save-detailed JSON, or an observatory recording: its "
+        "requests at the steps they arrived; the other workload settings are unused); "
+        "Mooncake hash_ids become shared prompt blocks, 512 trace tokens = 512/--block-size "
+        "engine blocks", metavar="FILE")] = None
     trace_format: Annotated[str, Setting(
         "the trace's format (auto: from its first line)",
-        choices=("auto", "mooncake", "azure", "burstgpt", "vllm-bench"))] = "auto"
+        choices=("auto", "mooncake", "azure", "burstgpt", "vllm-bench", "recording"))] = "auto"
     trace_start: Annotated[float, Setting(
         "start this many trace seconds after its first request (earlier ones are skipped)",
         lo=0, hi=1e9, metavar="S")] = 0.0
@@ -301,6 +317,9 @@ _V1_THRASH: dict[str, Any] = {
 admission settings."""
 
 PRESETS: dict[str, dict[str, Any]] = {
+    # A re-run of a recording (engine.analysis.rerun, `export --format trace`'s settings): the
+    # defaults, with every engine setting the recording's and its requests its trace.
+    "recorded": {},
     # vLLM issue #5578 exactly: LLM(model="facebook/opt-125m", enable_chunked_prefill=True,
     # max_num_batched_tokens=4096, num_gpu_blocks_override=8192), default swap_space=4 GiB,
     # 10,000 prompts of "```python\n" + 1000 characters of scheduler.py, n=8, max_tokens=1000.

@@ -36,11 +36,13 @@ from typing import Callable, Iterator
 
 from engine.errors import ConfigError, EngineError
 from engine.spec import RunSpec
-from engine.traces.prompts import PrefixAllowance, prompt_tokens
+from engine.traces.prompts import PrefixAllowance, block_prompt, prompt_tokens
+from engine.traces.rows import Recorded
 from engine.traces.source import TraceSource
 from engine.traces.stats import TraceStats
 
 SEED_PREFIX = "```python\n"
+_NOT_RECORDED = Recorded()
 SEED_SLICE = 1000
 
 
@@ -51,6 +53,22 @@ class Request:
     prompt_text: str | None  # the text, where the workload has one
     arrival_s: float
     max_tokens: int  # the request's output length at most (SamplingParams.max_tokens)
+    # A re-run's request (engine.analysis.rerun; a trace whose rows carry them): its samples
+    # (None: the spec's), the output length of each sample the recording saw end (the rest run
+    # to max_tokens), and the step it arrived before (None: it arrives by its time).
+    n: int | None = None
+    output_lens: tuple[int, ...] | None = None
+    step: int | None = None
+
+    @property
+    def output_len(self) -> int | None:
+        """The one sample's recorded output length (a V1 request is one sample)."""
+        lens = self.output_lens
+        return lens[0] if lens else None
+
+    def due(self, step: int, now_s: float) -> bool:
+        """Whether it arrives before `step` runs, at `now_s` on the run's clock."""
+        return self.step <= step if self.step is not None else self.arrival_s <= now_s
 
 
 @lru_cache(maxsize=1)
@@ -83,7 +101,7 @@ class Workload:
         self._next_index = 0
         self._clock = 0.0
         self._trace = TraceSource(spec, max_model_len) if spec.trace is not None else None
-        self._fan = spec.trace_n if fan_out_samples else 1
+        self._fans_out = fan_out_samples
         self._allowance = PrefixAllowance(spec.block_size)
         if self._trace is not None:
             return  # the trace gives every length; its rows are checked as they are read
@@ -156,18 +174,31 @@ class Workload:
 
     def _trace_requests(self) -> Iterator[Request]:
         assert self._trace is not None
-        fan, allow = self._fan, self._allowance.add
+        allow, fans_out, default_n = self._allowance.add, self._fans_out, self.spec.trace_n
         for row in self._trace.requests():
-            ids = prompt_tokens(row.line, row.input_len, row.hash_ids)
-            allow(row.input_len, row.hash_ids, False)  # V0's n sequences share by forking
-            if fan == 1:
-                yield Request(str(row.line), ids, None, row.arrival_s, row.output_len)
+            recorded = row.recorded or _NOT_RECORDED
+            if recorded.block_ids is not None:  # a recording's blocks, at the engine's size
+                ids = block_prompt(row.line, row.input_len, recorded.block_ids,
+                                   recorded.block_size)
+                allow(row.input_len, recorded.block_ids, False, recorded.block_size)
+            else:
+                ids = prompt_tokens(row.line, row.input_len, row.hash_ids)
+                allow(row.input_len, row.hash_ids, False)  # V0's n sequences share by forking
+            name = recorded.request_id if recorded.request_id is not None else str(row.line)
+            n = recorded.n if recorded.n is not None else default_n
+            max_tokens = (recorded.max_tokens if recorded.max_tokens is not None
+                          else row.output_len)
+            lens = tuple(recorded.output_lens) if recorded.output_lens is not None else None
+            if not fans_out or n == 1:
+                yield Request(name, ids, None, row.arrival_s, max_tokens,
+                              n=None if fans_out else n, output_lens=lens, step=recorded.step)
                 continue
-            for k in range(fan):
+            for k in range(n):  # V1: n requests of one prompt, as vLLM's frontend makes them
                 if k:
                     allow(row.input_len, None, True)
-                yield Request(f"{row.line}.{k}", list(ids), None, row.arrival_s,
-                              row.output_len)
+                yield Request(f"{name}.{k}", list(ids), None, row.arrival_s, max_tokens,
+                              output_lens=(lens[k],) if lens and k < len(lens) else None,
+                              step=recorded.step)
 
     def initial(self) -> Iterator[Request]:
         """The run's own requests in arrival order."""

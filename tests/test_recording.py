@@ -298,13 +298,15 @@ def test_verify_checks_swapped_blocks_unless_the_file_predates_them(
     assert verify_file(str(old)).ok
 
 
-def test_verify_refuses_gpu_and_mid_run_recordings(tmp_path: Path) -> None:
+def test_verify_refuses_what_it_cannot_rerun(tmp_path: Path) -> None:
+    """A gpu run re-runs from its recorded requests (engine.analysis.rerun): one made before
+    they were kept cannot; nor can a recording switched on mid-run."""
     from engine.analysis.verify import verify_file
 
     lines = synthetic_lines(5)
     gpu = tmp_path / "gpu.jsonl"
     write_lines(gpu, [encode(make_header(backend="gpu")), *lines[1:]], sealed=True)
-    with pytest.raises(ConfigError, match="gpu backend.*cannot be reproduced"):
+    with pytest.raises(ConfigError, match="made before recordings kept each request's"):
         verify_file(str(gpu))
     mid = tmp_path / "mid.jsonl"
     write_lines(mid, [encode(make_header(starts_at_step=5)),
@@ -662,6 +664,10 @@ def test_default_recording_path() -> None:
     when = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
     assert default_recording_path(spec, when) == Path(
         "runs/20260304T050607Z-seed-5578-watermark_0.5.jsonl.zst")
+    # a trace run is named after its trace, whatever its preset
+    traced = preset_spec("seed-5578", policy="reserve", trace="/data/rollout 7.jsonl")
+    assert default_recording_path(traced, when) == Path(
+        "runs/20260304T050607Z-rollout_7-reserve.jsonl.zst")
 
 
 def test_default_recording_path_never_overwrites(tmp_path: Path,

@@ -56,16 +56,6 @@ def test_bad_input_is_one_line_before_any_venv_is_built(tmp_path):
     assert not (tmp_path / "venvs").exists()
 
 
-def test_from_a_program_recording_names_the_missing_recording_as_workload():
-    from shipped import shipped as shipped_recordings
-
-    shipped = shipped_recordings("*exec*.jsonl.zst")  # never a user's own in recordings/
-    if not shipped:
-        pytest.skip("no shipped recording of an attached engine")
-    out = releases("--releases", "0.29.0", "--from", str(shipped[0]), "--serial")
-    assert out.returncode == 2 and "issue #38" in out.stderr, out.stderr
-
-
 @pytest.mark.skipif(bool(_missing()), reason=f"needs the CI venvs of {', '.join(PAIR)}: "
                                              f"missing {', '.join(_missing())}")
 def test_the_first_differing_step_is_named_with_what_differed(tmp_path):

@@ -28,6 +28,7 @@ SAMPLES: dict[str, tuple[str, str]] = {
     "preset": ("demo", '"demo"'),  # given alone (no --preset demo below it)
     "model": ("opt-125m", '"opt-125m"'),
     "tokenizer": ("/nonexistent/tokenizer", '"/nonexistent/tokenizer"'),
+    "max_model_len": ("1024", "1024"),
     "num_gpu_blocks": ("600", "600"),
     "num_cpu_blocks": ("300", "300"),
     "swap_space_gib": ("2", "2"),  # on the demo preset: must replace its 512 CPU blocks
@@ -54,6 +55,7 @@ SAMPLES: dict[str, tuple[str, str]] = {
     "enable_prefix_caching": ("true", "true"),
     "scheduler_reserve_full_isl": ("false", "false"),
     "async_scheduling": ("true", "true"),
+    "busy_loop": ("true", "true"),
     "long_prefill_token_threshold": ("128", "128"),
     "kv_offloading_gib": ("0.5", "0.5"),
     "offload_eviction": ("arc", '"arc"'),

@@ -140,7 +140,7 @@ def test_explicit_forms_serve_the_openai_client_and_record(servers):
     assert sum(len(s.finished) for s in steps) == 2
 
 
-def test_exec_serves_vllm_bench_and_a_client_switches_the_policy(servers, tmp_path):
+def test_exec_serves_vllm_bench_and_a_client_switches_the_policy(servers, tmp_path, capsys):
     from engine.stream.client import connect
     from engine.stream.reader import open_indexed
     from engine.stream.protocol import Ack
@@ -186,3 +186,11 @@ def test_exec_serves_vllm_bench_and_a_client_switches_the_policy(servers, tmp_pa
     # included)
     assert sum(s.generated_tokens for s in steps) >= PROMPTS * OUTPUT_LEN
     assert sum(len(s.finished) for s in steps) >= PROMPTS
+    # a recording of a served engine is a workload (issue #38): its requests, at the steps
+    # they came in, re-run every decision on the sim, the client's switch included
+    from rerun_checks import trace_reruns_every_decision, verify_passes_and_names_a_changed_step
+
+    capsys.readouterr()
+    trace_reruns_every_decision(path, tmp_path, capsys)
+    verify_passes_and_names_a_changed_step(path, tmp_path, capsys,
+                                           step=steps[len(steps) // 2].step)

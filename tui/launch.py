@@ -191,14 +191,17 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
                lenient: bool = False, autoplay: bool = True, reference: str | None = None,
                reference_offset: float = 0.0, hold_whole_read=None,
                window_from_steps: int | None = None,
-               reference_engine: int | None = None, freeze: bool = False) -> ObservatoryApp:
+               reference_engine: int | None = None, freeze: bool = False,
+               fork: bool = False) -> ObservatoryApp:
     """Build the replay (one path) or compare (two paths) app; raises ConfigError.
     How each file is read is the reader's choice (tui.run_source.open_replay).
     `hold_whole_read` (tests): a threading.Event the background read of an indexed recording
     waits for, so the window it opens on can be driven first. `window_from_steps`: how long
     an indexed recording must be to open on a window (tui.run_window.WINDOW_FROM_STEPS).
     `freeze`: the app owns the process (the `replay` command), so the background read moves
-    the whole run out of the cyclic collector's sight when it is done (WholeRunLoader)."""
+    the whole run out of the cyclic collector's sight when it is done (WholeRunLoader).
+    `fork`: one recording file that can be re-run is re-run in the background from the start,
+    so that `f` forks it at any step (tui.replay.fork_action)."""
     from tui.app import ObservatoryApp
     from tui.replay.replay_screen import ReplayScreen
     from tui.run_source import open_replay
@@ -235,10 +238,65 @@ def replay_app(paths: list[str], speed: float = 1.0, follow: bool = False,
     (opening,) = opened
     if reference is not None:
         opening.view.reference = _reference(reference, reference_offset, reference_engine)
+    fork_path = (paths[0] if fork and paths[0] != "-" and opening.source is None
+                 and _forkable(opening, paths[0]) else None)
+    link = _fork_host(fork_path)
     return ObservatoryApp(lambda: ReplayScreen(
         opening.view, title=_display_name(paths[0]), speed=speed, autoplay=autoplay,
         notice=opening.notice, source=opening.source, indexed=opening.indexed,
-        loader=opening.loader))
+        loader=opening.loader, fork_path=fork_path, fork_link=link))
+
+
+def _forkable(opening, path: str) -> bool:
+    """Whether `f` can fork what replay opened: on a window of a long recording, from its
+    header alone (its records are still being read); otherwise from the whole recording."""
+    if opening.indexed is not None:
+        return forkable_header(opening.view.header, path)
+    return forkable(opening.view)
+
+
+def _fork_host(path: str | None):
+    """The recording's fork host, started before the app so that its engine builds while the
+    screen does (tui.replay.fork_action); None without a path."""
+    if path is None:
+        return None
+    from tui.replay.fork_action import ForkAction
+
+    return ForkAction.spawn(path)
+
+
+def forkable(recording) -> bool:
+    """Whether `f` can fork this recording: the installed vLLM is its release (a fork re-runs
+    it on this one) and it can be re-run (engine.analysis.rerun). Read from the loaded
+    header and records: nothing is imported from vLLM."""
+    from engine.analysis.rerun import is_own_sim_run
+    from engine.traces.recording import lacks
+
+    header = recording.header
+    if header is None or header.backend == "log" or not recording.steps:
+        return False
+    try:
+        from engine.analysis.verify import refuse_other_vllm
+
+        refuse_other_vllm(recording.path, header.vllm_version)
+    except ObservatoryError:
+        return False
+    return is_own_sim_run(header) or lacks(recording) is None
+
+
+def forkable_header(header, path: str) -> bool:
+    """`forkable` from a long recording's header alone (its records are still being read):
+    a run of the observatory on the sim, on this vLLM. A program's own engine's recording
+    forks once the whole of it is read (its requests are the workload): replay it whole."""
+    from engine.analysis.rerun import is_own_sim_run
+
+    try:
+        from engine.analysis.verify import refuse_other_vllm
+
+        refuse_other_vllm(path, header.vllm_version)
+    except ObservatoryError:
+        return False
+    return is_own_sim_run(header)
 
 
 def _stdin_to_tty() -> None:
@@ -263,7 +321,8 @@ def _stdin_to_tty() -> None:
 
 def replay(paths: list[str], speed: float = 1.0, follow: bool = False,
            lenient: bool = False, reference: str | None = None,
-           reference_offset: float = 0.0, reference_engine: int | None = None) -> int:
+           reference_offset: float = 0.0, reference_engine: int | None = None,
+           fork: bool = True) -> int:
     """Replay one recording (or compare two); `follow` keeps up with a growing file or stdin."""
     try:
         if "-" in paths and not follow:
@@ -277,7 +336,7 @@ def replay(paths: list[str], speed: float = 1.0, follow: bool = False,
                 _stdin_to_tty()
             app = replay_app(paths, speed, follow, lenient, reference=reference,
                              reference_offset=reference_offset,
-                             reference_engine=reference_engine, freeze=True)
+                             reference_engine=reference_engine, freeze=True, fork=fork)
     except ObservatoryError as exc:  # a damaged recording, a bad flag: one line
         return _fail(str(exc))
     # What is loaded now (the modules, a whole recording or a long one's window) lives as

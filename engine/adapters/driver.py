@@ -20,7 +20,7 @@ step_record module, for both.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, NamedTuple, Protocol
 
 from engine.adapters.guard import Guard
 from engine.costmodel import CostModel
@@ -42,6 +42,22 @@ class HookError(Exception):
         super().__init__(f"{where}: {type(cause).__name__}: {cause}")
         self.where = where
         self.cause = cause
+
+
+class RequestFacts(NamedTuple):
+    """What a re-run needs of a request as it arrives (engine.analysis.rerun), read by the
+    kind's adapter (engine/adapters/<kind>/request_facts.py): no token id, no text."""
+
+    n: int  # samples (vLLM's SamplingParams.n)
+    max_tokens: int  # its output limit
+    prefix: tuple[int, int]  # its prompt's fingerprint, engine.fingerprint's (shared, own)
+
+
+class Arrived(NamedTuple):
+    """A request vLLM took: its prompt tokens as vLLM counts them, and what a re-run needs."""
+
+    prompt_tokens: int
+    facts: RequestFacts
 
 
 class EngineTap(Protocol):
@@ -71,8 +87,9 @@ class AttachedTap(EngineTap, Protocol):
 
     def hear(self, before_step: Callable[[], None], after_step: Callable[[], None],
              aborted: Callable[[BaseException], None],
-             added: Callable[[str, int], None]) -> None:
-        """Call these as the user's engine steps, aborts and takes requests."""
+             added: Callable[[str, int, RequestFacts], None]) -> None:
+        """Call these as the user's engine steps, aborts and takes requests (its id, prompt
+        tokens and facts)."""
 
     def detach(self) -> None:
         """Put vLLM's own methods back."""
@@ -88,8 +105,9 @@ class EngineDriver(EngineTap, Protocol):
     def blocks_line(self) -> str:
         """One line for the build progress: the KV cache the engine got."""
 
-    def add_request(self, request: Request, arrival_time: float) -> int:
-        """Hand `request` to vLLM; return its prompt tokens as vLLM counts them."""
+    def add_request(self, request: Request, arrival_time: float) -> Arrived:
+        """Hand `request` to vLLM; return its prompt tokens as vLLM counts them, and its
+        facts."""
 
     def has_unfinished_requests(self) -> bool: ...
 

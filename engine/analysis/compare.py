@@ -40,6 +40,9 @@ class RunMetrics(msgspec.Struct, kw_only=True):
     withheld_steps: int  # steps in which the policy withheld new prefills
     time_axis: str = "sim"  # "sim" or "gpu" (engine.stream.timeaxis)
     trace: str | None = None  # the replayed trace (engine.traces.stats.label); None: a preset
+    # the first step whose decisions differ from the first run's (engine.analysis.divergence;
+    # None: the first run itself, or runs that never differ)
+    differs_from_first_at: int | None = None
 
 
 class V1RunMetrics(RunMetrics, kw_only=True):
@@ -106,6 +109,25 @@ def run_metrics(recording: Recording) -> RunMetrics:
         time_axis=axis.name,
         trace=trace_label(recording.header.spec),
     )
+
+
+def mark_divergence(metrics: Sequence[RunMetrics], recordings: Sequence[Recording]) -> None:
+    """Each run's first step whose decisions differ from the first run's (a fork and its
+    original, two policies on one workload)."""
+    from engine.analysis.divergence import first_difference
+
+    for m, recording in zip(metrics[1:], recordings[1:]):
+        m.differs_from_first_at = first_difference(recordings[0].steps, recording.steps)
+
+
+def divergence_lines(metrics: Sequence[RunMetrics]) -> list[str]:
+    first = metrics[0].name if metrics else ""
+    lines = []
+    for m in metrics[1:]:
+        where = (f"first differ from {safe(first)}'s at step {m.differs_from_first_at:,}"
+                 if m.differs_from_first_at is not None else f"never differ from {safe(first)}'s")
+        lines.append(f"{safe(m.name)}: decisions {where}")
+    return lines
 
 
 def compare_json(metrics: Sequence[RunMetrics]) -> str:
@@ -217,6 +239,9 @@ def cpu_kv_plot(recordings: Sequence[Recording], names: Sequence[str],
 def compare_text(metrics: Sequence[RunMetrics], recordings: Sequence[Recording],
                  plot: bool = True) -> str:
     text = format_table(metrics)
+    lines = divergence_lines(metrics)
+    if lines:
+        text += "\n\n" + "\n".join(lines)
     if plot:
         v1 = any(isinstance(m, V1RunMetrics) for m in metrics)
         text += "\n\n" + cpu_kv_plot(recordings, [m.name for m in metrics],

@@ -1,4 +1,6 @@
-"""`observatory export`: a recording as CSV (spreadsheets, pandas) or as a Perfetto trace.
+"""`observatory export`: a recording as CSV (spreadsheets, pandas), as a Perfetto trace, or as a
+request trace (`--format trace`: the Mooncake-style JSONL that `--trace` re-runs; its engine's
+settings go beside it as a `--config` TOML file).
 
 The Perfetto export is the Chrome trace-event JSON format, which ui.perfetto.dev opens as is.
 Timestamps are on the recording's time axis (engine.stream.timeaxis), in microseconds:
@@ -28,7 +30,7 @@ from engine.stream.run import Recording
 from engine.stream.records import StepRecord, V1StepRecord
 from engine.stream.timeaxis import GPU, axis_of
 
-FORMATS = ("csv", "perfetto")
+FORMATS = ("csv", "perfetto", "trace")
 
 # List fields become counts (and the ids of swaps, which are what one looks for).
 _SCALARS = [f.name for f in msgspec.structs.fields(StepRecord)
@@ -66,7 +68,7 @@ def default_output(path: str, fmt: str) -> Path:
     for suffix in (".zst", ".jsonl", ".json"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
-    ext = ".csv" if fmt == "csv" else ".perfetto.json"
+    ext = {"csv": ".csv", "perfetto": ".perfetto.json", "trace": ".trace.jsonl"}[fmt]
     return Path(os.path.dirname(path) if path != "-" else ".") / (name + ext)
 
 
@@ -211,11 +213,42 @@ def perfetto_trace(recording: Recording) -> dict[str, Any]:
                           "time_axis": axis.name, "device": msgspec.to_builtins(header.device)}}
 
 
+def trace_lines(recording: Recording) -> bytes:
+    """The recording's requests as a Mooncake-style JSONL trace (engine.traces.mooncake.lines):
+    what `--trace` replays, with the fields that make it the recording's exact workload.
+    ConfigError (one line) for a recording that has no requests to give."""
+    from engine.errors import ConfigError
+    from engine.traces import mooncake
+    from engine.traces.recording import RecordingTraceError, block_size_of, requests_of
+
+    try:
+        requests = requests_of(recording)
+    except RecordingTraceError as exc:
+        raise ConfigError(str(exc)) from None
+    body = b"\n".join(mooncake.lines(requests, block_size_of(recording.header)))
+    return body + b"\n" if body else body
+
+
+def trace_settings(recording: Recording) -> str:
+    """The engine a trace exported from `recording` re-runs on, as a `--config` TOML file:
+    vLLM's settings as the header records them (engine.analysis.rerun), the policy it started
+    with and the recorded policy changes as toggles."""
+    from engine.analysis.rerun import trace_engine_fields
+    from engine.sweep.toml_out import dumps
+
+    header = "# the engine of {} (observatory export --format trace): run its trace with\n" \
+             "# observatory run --config THIS --trace TRACE\n".format(
+                 os.path.basename(recording.path))
+    return header + dumps(trace_engine_fields(recording)) + "\n"
+
+
 def render(recording: Recording, fmt: str) -> bytes:
     if fmt == "csv":
         return to_csv(recording).encode()
     if fmt == "perfetto":
         return msgspec.json.encode(perfetto_trace(recording))
+    if fmt == "trace":
+        return trace_lines(recording)
     raise ValueError(f"unknown export format {fmt!r}")
 
 
@@ -229,7 +262,7 @@ def export(recording: Recording, fmt: str, out: str) -> int:
     from engine.errors import ConfigError
 
     if fmt not in FORMATS:
-        raise ConfigError(f"unknown export format {fmt!r}: use csv or perfetto")
+        raise ConfigError(f"unknown export format {fmt!r}: use csv, perfetto or trace")
     data = render(recording, fmt)
     if out == "-":  # a failing stdout is the CLI's to report, as for every command
         write_output(out, data)

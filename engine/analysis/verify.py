@@ -2,9 +2,15 @@
 
 A sim run is deterministic for a given spec (the fake executor's tokens, the workload and the
 cost model are all seeded), so a recording is a regression test for the scheduler: rebuild the
-spec from the header, apply the recorded policy changes at their recorded steps and re-issue the
-recorded bursts before theirs, then compare the re-run's stream with the file as it is produced.
-Wall-clock fields are the only ones allowed to differ. The first difference stops the re-run.
+run (engine.analysis.rerun: from the header's spec, or for a program's own engine from its
+recorded requests and vLLM's settings), apply the recorded policy changes at their recorded
+steps and re-issue the recorded bursts before theirs, then compare the re-run's stream with the
+file as it is produced. Wall-clock fields are the only ones allowed to differ. The first
+difference stops the re-run.
+
+For a recording of a real engine (the gpu backend, a program's own engine on a GPU) the first
+difference is a fidelity report: the step where the sim, given the same requests, output
+lengths and prompt blocks, decided otherwise than the real engine, and what differs.
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ from engine.stream.records import (STEP_TYPES, Arrivals, EngineAborted, Header, 
                                    RunFinished, StepRecord)
 
 _IGNORED_FIELDS = frozenset({"wall_s", "exec_s"})  # measured: real time differs every run
+_LATER_ARRIVAL_FIELDS = frozenset({"n", "max_tokens", "prefix"})
 # Fields added later: a recording made before them reads None, and its re-run is compared on
 # everything else.
 _LATER_FIELDS = frozenset({"committed_blocks", "committed_slack", "waiting_by_reason",
-                           "head_reason", "head_need", "head_limit"})
+                           "head_reason", "head_need", "head_limit", "seq_finished",
+                           "finished_lens"})
 
 
 def predates_swap_blocks(steps: list[StepRecord]) -> bool:
@@ -82,25 +90,19 @@ def refuse_other_vllm(name: str, recorded: str) -> None:
 
 
 def rerun_spec(recording: Recording) -> Any:
-    """The recording's RunSpec on the sim backend, with recorded policy changes as toggles and a
-    step limit that stops the re-run where the recording stopped (one step later for runs that
-    ended on their own, so a re-run that would go on is caught)."""
-    from engine.spec import RunSpec
+    """The recording's re-run on the sim backend (engine.analysis.rerun: its own spec, or its
+    requests), with recorded policy changes as toggles and a step limit that stops the re-run
+    where the recording stopped (one step later for runs that ended on their own, so a re-run
+    that would go on is caught)."""
+    return rerun_plan_for(recording).spec
+
+
+def rerun_plan_for(recording: Recording) -> Any:
+    """rerun_spec's plan (engine.analysis.rerun.RerunPlan): the spec and the bursts."""
+    from engine.analysis.rerun import rerun_plan
 
     header = recording.header
     name = recording.path
-    if header.backend != "sim":
-        raise ConfigError(f"{name}: recorded on the {header.backend} backend: a real model's "
-                          f"decisions cannot be reproduced by the sim backend; verify only "
-                          f"sim recordings")
-    attached = header.engine_config.get("attached")
-    if attached is not None:
-        stream = attached.get("name") if isinstance(attached, dict) else None
-        raise ConfigError(f"{name}: recorded from a program's own engine (observatory exec or "
-                          f"engine.attach{f', stream {stream}' if stream else ''}): its "
-                          f"requests came from that program, which verify cannot re-run, and "
-                          f"the header's spec is only the sim's defaults; verify checks "
-                          f"recordings of `observatory run` and `live`")
     refuse_other_vllm(name, header.vllm_version)
     if header.starts_at_step > 0:
         raise ConfigError(f"{name}: recording starts at step {header.starts_at_step} (switched on "
@@ -108,29 +110,27 @@ def rerun_spec(recording: Recording) -> Any:
                           f"the start to verify")
     if not recording.steps and recording.abort is None:
         raise ConfigError(f"{name}: holds no steps: nothing to verify")
-    spec = RunSpec.from_dict(header.spec)
-    toggles = [(change.step, change.new) for change in recording.policy_changes]
+    plan = rerun_plan(recording)
     if recording.abort is not None:
         max_steps = recording.abort.step + 1
     elif recording.finished is not None and recording.finished.reason == "completed":
         max_steps = len(recording.steps) + 1
     else:
         max_steps = len(recording.steps)
-    return msgspec.structs.replace(spec, backend="sim", toggles=toggles, max_steps=max_steps)
+    plan.spec = msgspec.structs.replace(plan.spec, max_steps=max_steps)
+    return plan
 
 
 class _Checker:
     """Session sink: compares each re-run item with the recording as it arrives."""
 
-    def __init__(self, recording: Recording, session: Any, progress: TextIO | None) -> None:
+    def __init__(self, recording: Recording, session: Any, progress: TextIO | None,
+                 bursts: dict[int, list[int]]) -> None:
         self.recording = recording
         self.limit: int = session.spec.max_steps
         self.session = session
         self.progress = progress
-        self.bursts: dict[int, list[int]] = {}
-        for arrivals in recording.arrivals:
-            if arrivals.source == "burst":
-                self.bursts.setdefault(arrivals.step, []).append(len(arrivals.request_ids))
+        self.bursts = bursts
         self.arrivals = recording.arrivals
         self.changes = recording.policy_changes
         self.ignored = (_IGNORED_FIELDS | {"swap_blocks"} if predates_swap_blocks(recording.steps)
@@ -201,9 +201,12 @@ class _Checker:
                                        f"lacks ({_short(item)})")
             return
         fields = (("step", "old", "new") if what == "policy change" else
-                  ("step", "source", "request_ids", "prompt_tokens", "arrival_s", "sim_s"))
+                  ("step", "source", "request_ids", "prompt_tokens", "arrival_s", "sim_s", "n",
+                   "max_tokens", "prefix"))
         for field in fields:
             a, b = getattr(recorded[i], field), getattr(item, field)
+            if a is None and field in _LATER_ARRIVAL_FIELDS:
+                continue
             if a != b:
                 self.fail(item.step, f"{what}.{field}",
                           f"step {item.step}: {what} field {field} differs: recorded "
@@ -257,11 +260,11 @@ class _Checker:
 
 def verify(recording: Recording, progress: TextIO | None = None) -> VerifyResult:
     """Re-run `recording` on the sim backend and compare; never raises for a mismatch."""
-    spec = rerun_spec(recording)  # refuses what cannot be re-run before vLLM is imported
+    plan = rerun_plan_for(recording)  # refuses what cannot be re-run before vLLM is imported
     from engine.session import Session  # imports vLLM: only verify pays for it
 
-    session = Session(spec)
-    checker = _Checker(recording, session, progress)
+    session = Session(plan.spec)
+    checker = _Checker(recording, session, progress, plan.bursts)
     session.subscribe(checker)
     session.prepare()
     checker.issue_bursts(0)

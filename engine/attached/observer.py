@@ -82,7 +82,7 @@ class Observer:
         # the stream's one writer; a failure to write reaches this observer's caller (`fail`)
         self._stream = RunStream([self._send])
         self._lock = threading.Lock()  # the stream: steps vs close() from another thread
-        self._arrivals: list[tuple[str, int]] = []
+        self._arrivals: list[tuple[str, int, Any]] = []  # id, prompt tokens, RequestFacts
         self._changes_seen = len(tap.hook.changes)
         self._acks: list[Callable[[int], None]] = []
         self._boundary: list[Callable[[int], None]] = []
@@ -199,8 +199,9 @@ class Observer:
             for fn in boundary:
                 fn(stream.step)
             if arrivals:
-                stream.arrivals("workload", [r for r, _ in arrivals], [n for _, n in arrivals],
-                                [stream.sim_s] * len(arrivals))
+                stream.arrivals("workload", [r for r, _, _ in arrivals],
+                                [n for _, n, _ in arrivals], [stream.sim_s] * len(arrivals),
+                                [f for _, _, f in arrivals])
         except Exception as exc:  # noqa: BLE001
             self.fail("before a step", exc)
 
@@ -234,12 +235,12 @@ class Observer:
         except Exception as exc:  # noqa: BLE001
             self.fail("after a step", exc)
 
-    def added(self, request_id: str, prompt_tokens: int) -> None:
+    def added(self, request_id: str, prompt_tokens: int, facts: Any) -> None:
         if self.dead:
             return
         try:
             with self._lock:
-                self._arrivals.append((request_id, prompt_tokens))
+                self._arrivals.append((request_id, prompt_tokens, facts))
         except Exception as exc:  # noqa: BLE001
             self.fail("add_request", exc)
 

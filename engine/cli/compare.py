@@ -16,7 +16,8 @@ class Compare(CLISubcommand):
     help = "compare recordings side by side, with a CPU KV plot"
     description = ("Compare recorded runs: peak CPU KV %, peak swapped, abort step, "
                    "throughput and TTFT on each recording's time axis (simulated, or measured "
-                   "on a GPU), withheld-prefill steps; then one "
+                   "on a GPU), withheld-prefill steps, and the first step where each run's "
+                   "decisions differ from the first run's (a fork and its original); then one "
                    "terminal plot of CPU KV-cache usage over steps.")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -26,7 +27,8 @@ class Compare(CLISubcommand):
         add_lenient_flag(parser)
 
     def cmd(self, args: argparse.Namespace) -> int:
-        from engine.analysis.compare import compare_json, compare_text, run_metrics
+        from engine.analysis.compare import (compare_json, compare_text, mark_divergence,
+                                             run_metrics)
         from engine.stream.reader import load
 
         if len(args.paths) < 2:
@@ -36,6 +38,7 @@ class Compare(CLISubcommand):
         for recording in recordings:
             note_cut(recording)
         metrics = [run_metrics(r) for r in recordings]
+        mark_divergence(metrics, recordings)
         if args.json:
             sys.stdout.write(compare_json(metrics) + "\n")
         else:

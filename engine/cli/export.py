@@ -1,9 +1,11 @@
-"""`observatory export PATH --format csv|perfetto`: one row per step, or a Chrome trace."""
+"""`observatory export PATH --format csv|perfetto|trace`: one row per step, a Chrome trace, or
+the recording's requests as a request trace that `run --trace` re-runs."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from engine.cli.base import CLISubcommand, add_lenient_flag
 from engine.cli.reading import note_cut
@@ -19,8 +21,10 @@ class Export(CLISubcommand):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("path", metavar="PATH", help="a recording")
-        parser.add_argument("--format", choices=("csv", "perfetto"), required=True,
-                            help="csv or perfetto")
+        parser.add_argument("--format", choices=("csv", "perfetto", "trace"), required=True,
+                            help="csv, perfetto, or trace (its requests as Mooncake-style "
+                                 "JSONL, which `run --trace` re-runs, and its engine's "
+                                 "settings beside it as OUT's .toml)")
         parser.add_argument("-o", "--output", metavar="OUT",
                             help="output file (- for stdout); default: next to the recording")
         add_lenient_flag(parser)
@@ -36,4 +40,27 @@ class Export(CLISubcommand):
         if out != "-":
             sys.stderr.write(f"wrote {out} ({args.format}, {len(recording)} steps, "
                              f"{written:,} bytes)\n")
+        if args.format == "trace":
+            self._settings(recording, out)
         return ExitStatus.OK
+
+    @staticmethod
+    def _settings(recording, out: str) -> None:  # noqa: ANN001
+        """The trace's engine beside it (OUT's .toml), and the command that re-runs it."""
+        from engine.analysis.export import trace_settings
+        from engine.errors import ConfigError
+        from engine.outpath import write_output
+
+        text = trace_settings(recording)
+        if out == "-":
+            sys.stderr.write("its engine (a --config file for `observatory run --trace`):\n"
+                             + text)
+            return
+        config = str(Path(out).with_suffix("")) + ".toml" if out.endswith(".jsonl") \
+            else out + ".toml"
+        try:
+            write_output(config, text.encode())
+        except OSError as exc:
+            raise ConfigError(f"cannot write {config}: {exc.strerror or exc}") from None
+        sys.stderr.write(f"wrote {config} (its engine); re-run it: observatory run --config "
+                         f"{config} --trace {out}\n")

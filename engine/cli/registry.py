@@ -19,6 +19,7 @@ from engine.cli.engines import Engines
 from engine.cli.exec import Exec
 from engine.cli.export import Export
 from engine.cli.fit import Fit
+from engine.cli.fork import Fork
 from engine.cli.hunt import Hunt
 from engine.cli.import_log import ImportLog
 from engine.cli.releases import Releases
@@ -35,8 +36,8 @@ from engine.exit_status import ExitStatus
 from engine.safe_text import safe
 
 HEADLESS: tuple[CLISubcommand, ...] = (
-    Run(), Serve(), Exec(), Engines(), Summary(), Compare(), Export(), Verify(), ImportLog(),
-    Fit(), Sweep(), SweepReport(), Hunt(), Releases(), Versions(), TinyModel())
+    Run(), Serve(), Exec(), Engines(), Summary(), Compare(), Export(), Verify(), Fork(),
+    ImportLog(), Fit(), Sweep(), SweepReport(), Hunt(), Releases(), Versions(), TinyModel())
 """Every headless subcommand, in the order `--help` lists them."""
 
 

@@ -115,24 +115,16 @@ def _workload(args: argparse.Namespace):  # -> RunSpec
 
 
 def _recorded_spec(path: str) -> dict:
-    """The settings of an `observatory run` recording, as a layer; one line for a recording
-    whose workload its header cannot rebuild (a program's own engine, a gpu run, one switched
-    on mid-run: turning those into a workload is issue #38's recording-as-workload)."""
-    from engine.stream.reader import load
+    """A recording's workload, as a layer (engine.analysis.rerun.workload_from_recording: a run
+    of the observatory's own spec, or a program's own engine's requests at the steps they
+    arrived on that engine's settings); one line for a recording that cannot be one (an
+    imported log, one switched on mid-run, one made before requests' facts were kept)."""
+    from engine.analysis.rerun import workload_from_recording
 
-    header = load(path).header
-    later = "(turning it into a workload needs the recording-as-workload work, issue #38)"
-    if header.engine_config.get("attached") is not None:
-        raise ConfigError(f"--from {path}: recorded from a program's own engine (exec or "
-                          f"engine.attach): its requests came from that program {later}")
-    if header.backend != "sim":
-        raise ConfigError(f"--from {path}: recorded on the {header.backend} backend: its "
-                          f"arrivals followed a real model's timing {later}")
-    if header.starts_at_step > 0:
-        raise ConfigError(f"--from {path}: starts at step {header.starts_at_step} (switched "
-                          f"on mid-run), so its header cannot rebuild the run {later}")
-    spec = dict(header.spec)
+    spec = workload_from_recording(path).to_dict()
     spec.pop("toggles", None)  # the policy switches of that run are not the workload
+    if spec.get("num_cpu_blocks") is not None:
+        spec.pop("swap_space_gib", None)  # the blocks it had (a layer may not give both)
     return spec
 
 

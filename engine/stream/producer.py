@@ -187,11 +187,17 @@ class RunStream:
         self._emit(self.header)
 
     def arrivals(self, source: str, request_ids: list[str], prompt_tokens: list[int],
-                 arrival_s: list[float]) -> Arrivals:
-        """Requests handed to the engine before the next step (`source`: workload, burst)."""
+                 arrival_s: list[float], facts: list[Any] | None = None) -> Arrivals:
+        """Requests handed to the engine before the next step (`source`: workload, burst).
+
+        `facts`: each request's engine.fingerprint.RequestFacts (its samples, output limit and
+        prefix fingerprint), what a re-run needs; None where the engine could not say."""
         record = Arrivals(step=self.step, sim_s=self.sim_s, source=source,
                           request_ids=request_ids, prompt_tokens=prompt_tokens,
-                          arrival_s=arrival_s)
+                          arrival_s=arrival_s,
+                          n=None if facts is None else [f.n for f in facts],
+                          max_tokens=None if facts is None else [f.max_tokens for f in facts],
+                          prefix=None if facts is None else [f.prefix for f in facts])
         self.open_requests.update(request_ids)
         self._record(record)
         return record

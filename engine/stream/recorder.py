@@ -61,20 +61,33 @@ the observatory ships in recordings/ (which tests read, from its manifest)."""
 
 
 def default_recording_path(spec: Any, now: datetime | None = None) -> Path:
-    """`runs/<UTC %Y%m%dT%H%M%SZ>-<preset>-<policy>.jsonl.zst`, relative to the cwd.
+    """`runs/<UTC %Y%m%dT%H%M%SZ>-<preset>-<policy>.jsonl.zst`, relative to the cwd; a trace
+    run is named after its trace instead of its preset (`...-rollout-off.jsonl.zst` for
+    `--trace rollout.jsonl`).
 
-    `spec` is an engine.spec.RunSpec (only `.preset` and `.policy` are read). ':' in a policy
-    ("watermark:0.5") becomes '_' so the name is a valid file name everywhere. Two runs started
-    in the same second must not overwrite each other, so an existing name gets `-2`, `-3`...
+    `spec` is an engine.spec.RunSpec (only `.preset`, `.trace` and `.policy` are read). ':' in
+    a policy ("watermark:0.5") becomes '_' so the name is a valid file name everywhere. Two runs
+    started in the same second must not overwrite each other, so an existing name gets `-2`,
+    `-3`...
     """
     stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    stem = f"{stamp}-{spec.preset}-{str(spec.policy).replace(':', '_')}"
+    trace = getattr(spec, "trace", None)
+    workload = _trace_stem(trace) if trace else spec.preset
+    stem = f"{stamp}-{workload}-{str(spec.policy).replace(':', '_')}"
     path = Path(RUNS_DIR) / f"{stem}.jsonl.zst"
     n = 1
     while path.exists():
         n += 1
         path = Path(RUNS_DIR) / f"{stem}-{n}.jsonl.zst"
     return path
+
+
+def _trace_stem(path: str) -> str:
+    """A trace's file name without its extensions, as a recording's name can carry it."""
+    name = os.path.basename(path)
+    for suffix in (".zst", ".jsonl", ".json", ".csv"):
+        name = name.removesuffix(suffix)
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "trace"
 
 
 class Fold(Protocol):

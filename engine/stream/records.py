@@ -121,6 +121,11 @@ class StepRecord(msgspec.Struct, tag="step", tag_field="kind", kw_only=True, gc=
     # capacity. None in older recordings.
     committed_slack: Count | None = None
 
+    # What a re-run needs (engine.analysis.rerun): each sequence that finished this step, as
+    # (its request id, its output tokens); a sample that ended at its first token is listed at
+    # the step that sampled it. None in recordings made before it was recorded.
+    seq_finished: list[tuple[str, Count]] | None = None
+
     @property
     def gpu_pct(self) -> float:
         return 100.0 * self.gpu_used / self.gpu_total if self.gpu_total else 0.0
@@ -227,6 +232,10 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
     head_reason: str | None = None  # "" when no request waits (or the step did not schedule)
     head_need: Count | None = None  # seats taken, tokens scheduled, blocks needed
     head_limit: Count | None = None  # the seat limit, the token budget, blocks free
+
+    # What a re-run needs (engine.analysis.rerun): the output tokens of each request in
+    # `finished`, in that order. None in recordings made before it was recorded.
+    finished_lens: list[Count] | None = None
 
     # ---- the V0 vocabulary, for screens that speak it (V1 has no swap space) ----
     @property
@@ -338,6 +347,16 @@ class Arrivals(msgspec.Struct, tag="arrivals", tag_field="kind", kw_only=True, g
     prompt_tokens: list[Count]
     arrival_s: list[Seconds]  # each request's arrival on the run's time axis (stream.timeaxis):
     # simulated (<= sim_s) on the sim, measured seconds since the run started on a GPU
+
+    # What a re-run needs (engine.analysis.rerun), one entry per request; None in recordings
+    # made before they were recorded. `n`: its samples (vLLM's SamplingParams.n; a V1 request
+    # is one sample: vLLM's frontend turns n=4 into four requests). `max_tokens`: its output
+    # limit. `prefix`: its prompt's fingerprint (shared, own) in the recording's block numbers
+    # (engine.fingerprint: the blocks it shares with earlier requests, then its own, the last
+    # partial one included; no token is stored), blocks of the engine's block size.
+    n: list[Count] | None = None
+    max_tokens: list[Count] | None = None
+    prefix: list[tuple[Count, Count]] | None = None
 
 
 class PolicyChanged(msgspec.Struct, tag="policy", tag_field="kind", kw_only=True, gc=False):

@@ -75,6 +75,30 @@ def prompt_tokens(line: int, input_len: int, hash_ids: list[int] | None) -> list
     return ids + own_tokens(line, input_len - len(ids))
 
 
+@lru_cache(maxsize=_CACHED_BLOCKS)
+def engine_block_tokens(block_id: int, size: int) -> tuple[int, ...]:
+    """The `size` tokens of a recording's block `block_id` (engine.fingerprint's numbers): the
+    id, then the pattern seeded by it. Not a trace block's tokens: the pattern starts elsewhere
+    (and every id's first two tokens differ), so the two never meet in one run."""
+    head = _pair(block_id + 2_000_000_000)
+    return tuple((head + _pattern(block_id * 104_723 + 7, max(0, size - 2)))[:size])
+
+
+def block_prompt(line: int, input_len: int, block_ids: list[int], block_size: int) -> list[int]:
+    """A recorded request's prompt from its blocks (engine.fingerprint): each block's tokens
+    depend only on its number, so requests that shared blocks share tokens there and nowhere
+    else, as vLLM's prefix cache saw them; the last block may be partial. A prompt longer than
+    its blocks ends with tokens of its own."""
+    ids: list[int] = []
+    for block_id in block_ids:
+        if len(ids) >= input_len:
+            break
+        ids.extend(engine_block_tokens(block_id, block_size))
+    if len(ids) >= input_len:
+        return ids[:input_len]
+    return ids + own_tokens(line, input_len - len(ids))
+
+
 MEMORY_BLOCKS = 200_000
 """Trace blocks PrefixAllowance remembers (the most recent): 100M tokens, more than any KV
 cache and CPU tier hold, in ~20 MB, so a million-request trace streams in flat memory."""
@@ -98,20 +122,22 @@ class PrefixAllowance:
         if len(self._order) > MEMORY_BLOCKS:
             self._seen.discard(self._order.popleft())
 
-    def add(self, input_len: int, hash_ids: list[int] | None, repeat: bool) -> None:
-        """One sample; `repeat`: an earlier sample had this very prompt (--trace-n)."""
+    def add(self, input_len: int, hash_ids: list[int] | None, repeat: bool,
+            block_tokens: int = BLOCK_TOKENS) -> None:
+        """One sample; `repeat`: an earlier sample had this very prompt (--trace-n);
+        `block_tokens`: tokens per id (a Mooncake trace's 512, or a recording's block size)."""
         shared = input_len if repeat else 0
         if hash_ids and not repeat:
-            key, blocks = 0, 0
-            for hash_id in hash_ids[:-(-input_len // BLOCK_TOKENS)]:
+            key, blocks = block_tokens, 0
+            for hash_id in hash_ids[:-(-input_len // block_tokens)]:
                 key = hash((key, hash_id))
                 if key not in self._seen:
                     self._remember(key)
                     break
                 blocks += 1
-            for hash_id in hash_ids[blocks + 1:-(-input_len // BLOCK_TOKENS)]:
+            for hash_id in hash_ids[blocks + 1:-(-input_len // block_tokens)]:
                 key = hash((key, hash_id))
                 self._remember(key)
-            shared = min(input_len, blocks * BLOCK_TOKENS)
+            shared = min(input_len, blocks * block_tokens)
         usable = min(shared, input_len - 1)  # vLLM always computes the last prompt token
         self.tokens += usable - usable % self.block_size

@@ -33,19 +33,44 @@ class BadRow(Exception):
         self.what = what
 
 
+class Recorded:
+    """What a row taken from a recording adds to a trace's lengths (engine.traces.recording, and
+    the observatory's own fields in a Mooncake line: engine.traces.mooncake), so that a re-run
+    makes the recorded engine's decisions: the request's id, the step it arrived before, its
+    samples, its output limit, the output length of each sample the recording saw end, and its
+    prompt's blocks (engine.fingerprint's numbers, `block_size` tokens each, the last one
+    partial). Any of them may be None: the row's plain fields then decide."""
+
+    __slots__ = ("request_id", "step", "n", "max_tokens", "output_lens", "block_ids",
+                 "block_size")
+
+    def __init__(self, request_id: str | None = None, step: int | None = None,
+                 n: int | None = None, max_tokens: int | None = None,
+                 output_lens: list[int] | None = None, block_ids: list[int] | None = None,
+                 block_size: int | None = None) -> None:
+        self.request_id = request_id
+        self.step = step
+        self.n = n
+        self.max_tokens = max_tokens
+        self.output_lens = output_lens
+        self.block_ids = block_ids
+        self.block_size = block_size
+
+
 class TraceRow:
     """One request of a trace as its file gives it. `time_s` is the file's own clock in
     seconds (ms / 1000, a date-time's epoch seconds, ...): source.py makes it relative."""
 
-    __slots__ = ("line", "time_s", "input_len", "output_len", "hash_ids")
+    __slots__ = ("line", "time_s", "input_len", "output_len", "hash_ids", "recorded")
 
     def __init__(self, line: int, time_s: float, input_len: int, output_len: int,
-                 hash_ids: list[int] | None = None) -> None:
+                 hash_ids: list[int] | None = None, recorded: Recorded | None = None) -> None:
         self.line = line
         self.time_s = time_s
         self.input_len = input_len
         self.output_len = output_len
         self.hash_ids = hash_ids
+        self.recorded = recorded
 
 
 def as_int(text: str, line: int, column: str) -> int:

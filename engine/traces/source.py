@@ -22,7 +22,7 @@ import msgspec
 
 from engine.traces import azure, burstgpt, mooncake, vllm_bench
 from engine.traces.detect import FORMATS, detect, head_of
-from engine.traces.rows import BadRow, TraceError, TraceRow
+from engine.traces.rows import BadRow, Recorded, TraceError, TraceRow
 from engine.traces.stats import TraceStats
 
 _HASH_CHUNK = 1 << 20
@@ -68,17 +68,19 @@ def resolve(spec: Any) -> Any:
 
 
 class TraceRequest:
-    """One replayed row: its line (the request's id), arrival on the run's clock, lengths."""
+    """One replayed row: its line (the request's id), arrival on the run's clock, lengths, and
+    what a recording adds (rows.Recorded, or None)."""
 
-    __slots__ = ("line", "arrival_s", "input_len", "output_len", "hash_ids")
+    __slots__ = ("line", "arrival_s", "input_len", "output_len", "hash_ids", "recorded")
 
     def __init__(self, line: int, arrival_s: float, input_len: int, output_len: int,
-                 hash_ids: list[int] | None) -> None:
+                 hash_ids: list[int] | None, recorded: Recorded | None = None) -> None:
         self.line = line
         self.arrival_s = arrival_s
         self.input_len = input_len
         self.output_len = output_len
         self.hash_ids = hash_ids
+        self.recorded = recorded
 
 
 class TraceSource:
@@ -96,7 +98,11 @@ class TraceSource:
             raise TraceError(f"trace {path}: unknown format {fmt!r}: give one of "
                              f"{', '.join(FORMATS)}")
         try:
-            if fmt == "mooncake":
+            if fmt == "recording":
+                from engine.traces import recording
+
+                yield from recording.rows(path)
+            elif fmt == "mooncake":
                 with open(path, "rb") as f:
                     yield from mooncake.rows(f)
             elif fmt == "vllm-bench":
@@ -135,8 +141,9 @@ class TraceSource:
                     stats.first_skipped_line = row.line
                 continue
             last_s, last_line = row.time_s, row.line
-            if first_s is None:
-                first_s = row.time_s
+            if first_s is None:  # a row pinned to its step keeps its recording's clock
+                pinned = row.recorded is not None and row.recorded.step is not None
+                first_s = 0.0 if pinned else row.time_s
             offset = row.time_s - first_s - start
             if offset < 0:
                 continue
@@ -150,7 +157,8 @@ class TraceSource:
             stats.requests += 1
             stats.prompt_tokens += row.input_len
             stats.output_tokens += row.output_len
-            yield TraceRequest(row.line, offset / speed, row.input_len, output, row.hash_ids)
+            yield TraceRequest(row.line, offset / speed, row.input_len, output, row.hash_ids,
+                               row.recorded)
             if limit is not None and kept >= limit:
                 return
         if not kept:

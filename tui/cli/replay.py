@@ -19,6 +19,9 @@ class Replay(TUISubcommand):
         parser.add_argument("--speed", type=float, default=1.0, help="steps per tick multiplier")
         parser.add_argument("--follow", action="store_true", help="keep reading a growing file")
         add_lenient_flag(parser, help="skip corrupt lines")
+        parser.add_argument("--no-fork", action="store_true",
+                            help="do not re-run the recording in the background (f and F, "
+                                 "which fork the run at the step on screen, then say so)")
         add_reference_flags(parser)
 
     def cmd(self, args: argparse.Namespace) -> int:
@@ -27,4 +30,4 @@ class Replay(TUISubcommand):
         need_terminal()
         return replay(args.paths, speed=args.speed, follow=args.follow, lenient=args.lenient,
                       reference=args.reference, reference_offset=args.reference_offset,
-                      reference_engine=args.reference_engine)
+                      reference_engine=args.reference_engine, fork=not args.no_fork)

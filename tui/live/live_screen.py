@@ -25,6 +25,7 @@ from engine.stream.records import STEP_TYPES
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
                           StreamEnded)
 from tui.live.policy_picker import PolicyPicker
+from tui.replay.fork_action import ForkKeys
 from tui.run_screen import NAVIGATION, RunScreen
 from tui.run_source import RunSource
 from tui.run_view import RunView
@@ -44,8 +45,11 @@ SourceFactory = Callable[[RunSpec], RunSource]
 or a connection to a remote server (the spec is the server's; restart is refused)."""
 
 
-class LiveScreen(RunScreen):
-    """Follow an engine process; `f` flips the fix while it runs."""
+class LiveScreen(ForkKeys, RunScreen):
+    """Follow an engine process; `f` flips the fix while it runs. Once vLLM has aborted, `f`
+    and `F` at an earlier step (← → n N g) fork the recording there instead ("what if I had
+    pressed f then?": tui.replay.fork_action), its re-run started as soon as the recording is
+    sealed; at the end they choose the restart's policy (R)."""
 
     BINDINGS = [
         Binding("f", "cycle_policy", "fix: cycle policy"),
@@ -111,6 +115,10 @@ class LiveScreen(RunScreen):
         self.refresh_bindings()  # a restart: pause and record again, R no longer
         self.source.start(self)
 
+    def on_unmount(self) -> None:
+        if self.forks is not None:
+            self.forks.close()
+
     # -- what the engine says ---------------------------------------------------------------
 
     def arrived(self, items: list) -> None:
@@ -152,6 +160,7 @@ class LiveScreen(RunScreen):
     def on_recording_changed(self, message: RecordingChanged) -> None:
         self.recording, self.recording_bytes = message.path, message.size
         self.recording_saved = bool(message.closed) and not message.error
+        self._offer_forks()
         if message.path and message.path not in self.recordings:
             self.recordings.append(message.path)
             self.view.notice(f"recording to {message.path}")
@@ -176,8 +185,16 @@ class LiveScreen(RunScreen):
         else:
             self.engine_state = "disconnected"
         self.pending_policy = self.pending_policy if self.restartable else None
+        self._offer_forks()
         self.refresh_bindings()  # the footer offers R now, no longer pause or record
         self.draw(plots=True)
+
+    def _offer_forks(self) -> None:
+        """An aborted local run whose recording is sealed: re-run it in the background, so
+        that `f` forks it at the step on screen."""
+        if (self.restartable and self.engine_state == RunState.ABORTED and self.recording_saved
+                and self.recordings and self.forks is None):
+            self.start_forks(self.recordings[-1])
 
     # -- drawing ----------------------------------------------------------------------------
 
@@ -193,6 +210,8 @@ class LiveScreen(RunScreen):
             hint = "the remote run is over; q quits"
         elif not over and self.view.policy == "off" and self.pending_policy is None:
             hint = HINT_UNDERFILL if underfill_text(self.view) is not None else HINT_OFF
+        if self.forking or (self.forks is not None and self.forks.busy):
+            hint = self.fork_hint()
         if not self.following:
             hint = f"browsing step {self.view.current_step:,}: end follows the newest" + (
                 f" · {hint}" if hint else "")
@@ -219,6 +238,9 @@ class LiveScreen(RunScreen):
     def banner_footer(self) -> str:
         if not self.restartable:
             return "Everything stays on screen for inspection. q quits."
+        if self.forks is not None:
+            return ("Everything stays on screen for inspection. At an earlier step (← g), f "
+                    "forks the run there with the fix. R restarts the run, q quits.")
         return "Everything stays on screen for inspection. R restarts the run, q quits."
 
     def plot_range(self) -> tuple[int, int]:
@@ -255,6 +277,9 @@ class LiveScreen(RunScreen):
         return True
 
     def action_cycle_policy(self) -> None:
+        if self.forking:
+            self.fork_here(self.fork_policy())
+            return
         base = self.pending_policy or self.view.policy
         kind = self.view.engine  # V1 cycles its own policies
         self._choose_policy(str(next_policy(parse_policy(base), kind)))
@@ -264,7 +289,16 @@ class LiveScreen(RunScreen):
         self.app.push_screen(PolicyPicker(current, self.view.engine),
                              lambda picked: picked and self._choose_policy(picked))
 
+    @property
+    def forking(self) -> bool:
+        """`f` / `F` fork: the run aborted and the screen shows an earlier step (at the end
+        they choose the restart's policy, as always)."""
+        return self.forks is not None and not self.following
+
     def _choose_policy(self, policy: str) -> None:
+        if self.forking:  # aborted: what if that policy had run from this step?
+            self.fork_here(policy)
+            return
         if self.over:
             if not self.restartable:
                 self.notify("the remote run is over", timeout=3)
@@ -309,6 +343,9 @@ class LiveScreen(RunScreen):
     def _start_fresh(self) -> None:
         """Forget the old stream's view and watch the new source from its first step (a
         restart, or another engine behind the hub)."""
+        if self.forks is not None:  # the old run's re-run: its forks run on by themselves
+            self.forks.close()
+            self.forks = None
         self.pending_policy = None
         self.recording, self.recording_bytes, self.recording_saved = None, 0, False
         self.view = RunView()

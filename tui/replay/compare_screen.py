@@ -8,7 +8,9 @@ simulated time instead of on step number (see tui.replay.ab_timeline). A run tha
 aborted) stays at its end, banner and all, while the other goes on.
 
 It is built from the same widgets as the replay screen (StatusBar, AbortBanner, RunPlot,
-DecisionsTable, ReplayBar), composed twice.
+DecisionsTable, ReplayBar), composed twice. A run may still be growing (a fork of the other,
+opened by `f` in replay: tui.replay.fork_action): its source keeps appending to it, and the
+first difference is worked out again as it grows; `escape` goes back to the replay.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from tui.widgets.decisions_table import DecisionsTable
 from tui.widgets.goto_step import GotoStep
 from tui.widgets.help_screen import HelpScreen, describe_bindings
 from tui.widgets.key_footer import KeyFooter
-from tui.messages import SeekRequested, StepSelected
+from tui.messages import RecordsArrived, SeekRequested, StepSelected, StreamEnded
+from tui.run_source import RunSource
 from tui.widgets.replay_bar import ReplayBar
 from tui.widgets.run_panel import runway_at
 from tui.widgets.run_plot import Line, Marker, RunPlot
@@ -92,6 +95,7 @@ class CompareScreen(Screen):
         Binding("end", "seek_end", "end", priority=True),
         Binding("g", "goto", "go to"),
         Binding("question_mark", "help", "help", key_display="?"),
+        Binding("escape", "back", "back"),
         Binding("q", "quit", "quit"),
     ]
     DEFAULT_CSS = """
@@ -125,21 +129,35 @@ class CompareScreen(Screen):
     COMPONENT_CLASSES = {"compare--difference", "compare--differ", "compare--same",
                          "compare--aborted"}
 
-    def __init__(self, views: list[RunView], names: list[str]) -> None:
+    def __init__(self, views: list[RunView], names: list[str],
+                 sources: list[RunSource | None] | None = None, *, back: bool = False,
+                 at: int | None = None) -> None:
+        """`sources`: a run still being written (a fork: tui.replay.fork_action) keeps
+        growing from its source; `back`: pushed over another screen, `escape` returns to it;
+        `at`: the step to open on (else the first difference)."""
         super().__init__()
         self.views = views
         self.names = names
+        self.sources = sources or [None] * len(views)
+        self.back = back
         self.plots = V1_PLOTS if views and all(v.engine == "v1" for v in views) else PLOTS
         self.timeline = Timeline(views, "step")
         self.playhead = Playhead(TimelinePace(self.timeline, STEPS_PER_S), 0,
                                  len(self.timeline) - 1)
         self._plotted: tuple | None = None
+        self._measure()
+        start = at if at is not None else self.difference
+        if start is not None:  # open where the story starts
+            self.playhead.seek(self.timeline.index_of_step(0, start))
+
+    def _measure(self) -> None:
+        """What is worked out from the runs as they stand: each one's late fix, and where
+        their decisions first differ."""
+        views = self.views
         self.late = [late_fix(v.steps, v.policy_changes, v.abort.step)
                      if v.abort is not None else None for v in views]
         self.difference = first_difference(views[0].steps, views[1].steps) \
             if len(views) == 2 else None
-        if self.difference is not None:  # open where the story starts
-            self.playhead.seek(self.timeline.index_of_step(0, self.difference))
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -166,6 +184,44 @@ class CompareScreen(Screen):
             self.query_one(f"#banner-{i}", AbortBanner).compact = True
         self.set_interval(1 / TICK_HZ, self._tick)
         self.redraw(force_plots=True)
+        self.post_message(RecordsArrived())  # a source handed over may hold records already
+
+    def on_unmount(self) -> None:
+        for source in self.sources:
+            if source is not None:
+                source.close()
+
+    # -- a run that is still growing (a fork being run) ------------------------------------------
+
+    def on_records_arrived(self, _: RecordsArrived) -> None:
+        grew = False
+        for view, source in zip(self.views, self.sources):
+            if source is None:
+                continue
+            items = source.drain()
+            for item in items:
+                view.add(item)
+            grew = grew or bool(items)
+        if not grew:
+            return
+        steps = self.steps()[0]
+        self._measure()
+        self.timeline = Timeline(self.views, self.timeline.align)
+        following = self.playhead.following
+        self.playhead.extend(0, len(self.timeline) - 1)
+        self.playhead.retime(TimelinePace(self.timeline, STEPS_PER_S),
+                             self.timeline.index_of_step(0, steps))
+        if following:
+            self.playhead.follow()
+        for i in range(len(self.views)):
+            self.query_one(f"#decisions-{i}", DecisionsTable).marked = self.difference
+        self.redraw(force_plots=True)
+
+    def on_stream_ended(self, message: StreamEnded) -> None:
+        self.on_records_arrived(RecordsArrived())
+        if message.error:
+            self.notify(message.error, title="the fork's recording", severity="error",
+                        timeout=10)
 
     def notify_style_update(self) -> None:
         """A new theme: the difference line was styled in the old one's colours."""
@@ -407,6 +463,15 @@ class CompareScreen(Screen):
 
     def action_quit(self) -> None:
         self.app.exit(0)
+
+    def action_back(self) -> None:
+        """Back to the screen this was opened from (a replay that forked); the fork goes on
+        being written (its own process)."""
+        if self.back:
+            self.app.pop_screen()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.back if action == "back" else True
 
     # -- messages from the widgets ------------------------------------------------------------
 

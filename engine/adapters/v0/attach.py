@@ -22,6 +22,7 @@ from typing import Any, Callable
 from engine.adapters import exec_timing
 from engine.adapters.guard import Guard
 from engine.adapters.v0 import exit_cancel, hooks as vllm_hooks
+from engine.adapters.v0.request_facts import RequestFactsReader, added_groups
 from engine.adapters.v0.step_record import abort_state, build_step_record
 from engine.costmodel import CostModel
 from engine.policy import Policy
@@ -161,6 +162,9 @@ class V0Tap:
         model_config = engine.model_config
         self.model = str(getattr(model_config, "model", "?"))
         self.engine_config = _summary(engine)
+        gpu_total, cpu_total = vllm_hooks.block_counts(self.scheduler)[1::2]
+        self.facts = RequestFactsReader(self.scheduler.cache_config.block_size,
+                                        gpu_total + cpu_total)
         self._wrapped: list[str] = []
 
     def hear(self, before_step: Callable[[], None], after_step: Callable[[], None],
@@ -203,12 +207,21 @@ class V0Tap:
         add = engine.add_request
         scheduler = self.scheduler
 
+        facts, guard = self.facts, self.guard
+
         def observed_add(*args: Any, **kwargs: Any) -> Any:
             waiting = len(scheduler.waiting)
             out = add(*args, **kwargs)
-            if len(scheduler.waiting) > waiting:
-                group = scheduler.waiting[-1]
-                added(vllm_hooks.request_id(group), len(group.prompt_token_ids))
+            if len(scheduler.waiting) > waiting and not guard.broken:
+                try:
+                    groups = added_groups(scheduler, waiting)
+                    group = groups[0]
+                    taken = (vllm_hooks.request_id(group), len(group.prompt_token_ids),
+                             facts.arrived(groups))
+                except Exception as exc:  # noqa: BLE001  our code: never into vLLM's add
+                    guard.fail(exc)
+                    return out
+                added(*taken)
             return out
 
         engine.add_request = observed_add

@@ -106,7 +106,9 @@ def engine_args(spec: RunSpec, fam: ModuleType) -> Any:
                   max_num_seqs=spec.max_num_seqs, num_gpu_blocks_override=spec.num_gpu_blocks,
                   swap_space=spec.swap_space_gib, block_size=spec.block_size, seed=spec.seed,
                   disable_log_stats=False, preemption_mode=spec.preemption_mode,
-                  **fam.engine_kwargs())
+                  max_model_len=spec.max_model_len, **fam.engine_kwargs())
+    if spec.enable_prefix_caching:  # a re-run of a V0 engine that had it (else vLLM's default)
+        common["enable_prefix_caching"] = True
     if spec.backend == "sim":
         model = sim_model_dir(spec.model_name)
         return EngineArgs(model=model, tokenizer=spec.tokenizer or model,

@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from engine.adapters import exec_timing
+from engine.adapters.driver import Arrived
 from engine.adapters.v0 import hooks as vllm_hooks
 from engine.adapters.v0.build import build_engine
+from engine.adapters.v0.request_facts import RequestFactsReader, added_groups
 from engine.adapters.v0.step_record import abort_state, build_step_record
 from engine.costmodel import CostModel
 from engine.policy import Policy
@@ -34,7 +36,11 @@ class V0Driver:
         self.count_tokens = built.count_tokens
         self.hook = vllm_hooks.attach(built.scheduler, policy)
         self.exec_timer = exec_timing.attach(built.engine, spec.backend)
-        self._params: dict[int, Any] = {}  # max_tokens -> SamplingParams
+        self._params: dict[tuple[int, int], Any] = {}  # (n, max_tokens) -> SamplingParams
+        gpu_total, cpu_total = vllm_hooks.block_counts(self.scheduler)[1::2]
+        self.facts = RequestFactsReader(self.scheduler.cache_config.block_size,
+                                        gpu_total + cpu_total)
+        self._cached_blocks = gpu_total + cpu_total
 
     def reset(self, spec: RunSpec, policy: Policy) -> bool:
         """Make this engine what a new one of the same engine settings would be, for the next
@@ -48,6 +54,12 @@ class V0Driver:
         self.hook = vllm_hooks.attach(self.scheduler, policy)
         self.spec = spec
         self._params.clear()
+        # a new workload's requests: numbered from 0, ended at their own lengths
+        self.facts = RequestFactsReader(self.scheduler.cache_config.block_size,
+                                        self._cached_blocks)
+        forget = getattr(self.engine.model_executor, "forget_lengths", None)
+        if forget is not None:
+            forget()
         return True
 
     def blocks_line(self) -> str:
@@ -55,26 +67,33 @@ class V0Driver:
         return (f"{gpu_total:,} GPU blocks, {cpu_total:,} CPU blocks of "
                 f"{self.spec.block_size} tokens")
 
-    def _sampling_params(self, max_tokens: int) -> Any:
-        params = self._params.get(max_tokens)
+    def _sampling_params(self, n: int, max_tokens: int) -> Any:
+        params = self._params.get((n, max_tokens))
         if params is None:
             from vllm import SamplingParams
 
-            params = SamplingParams(n=self.spec.samples, max_tokens=max_tokens,
+            params = SamplingParams(n=n, max_tokens=max_tokens,
                                     stop_token_ids=list(self.built.stop_token_ids))
-            self._params[max_tokens] = params
+            self._params[(n, max_tokens)] = params
         return params
 
-    def add_request(self, request: Request, arrival_time: float) -> int:
+    def add_request(self, request: Request, arrival_time: float) -> Arrived:
         built = self.built
         text = built.text_prompts and request.prompt_text is not None
         inputs = ({"prompt": request.prompt_text} if text
                   else {"prompt_token_ids": request.prompt_token_ids})
+        if request.output_lens is not None:  # a re-run: its samples end where they ended
+            built.engine.model_executor.force_lengths(request.request_id, request.output_lens,
+                                                      request.max_tokens)
+        before = len(self.scheduler.waiting)
         built.engine.add_request(request.request_id, inputs,
-                                 self._sampling_params(request.max_tokens),
+                                 self._sampling_params(request.n or self.spec.samples,
+                                                       request.max_tokens),
                                  arrival_time=arrival_time)
-        return (len(self.scheduler.waiting[-1].prompt_token_ids) if text  # vLLM's tokenization
-                else len(request.prompt_token_ids))
+        groups = added_groups(self.scheduler, before)
+        prompt_tokens = (len(groups[0].prompt_token_ids) if text  # vLLM's tokenization
+                         else len(request.prompt_token_ids))
+        return Arrived(prompt_tokens, self.facts.arrived(groups))
 
     def has_unfinished_requests(self) -> bool:
         return self.engine.has_unfinished_requests()

@@ -43,7 +43,7 @@ from engine.policy import (Demand, Policy, PrefillGate, admissible, parse_policy
                            withholds_prefills)
 
 _WRAPPED = ("schedule", "_schedule_running", "_schedule_swapped", "_schedule_prefills",
-            "_preempt")
+            "_preempt", "free_seq")
 
 
 _OWN = {name: OwnCode(f"hook {name}") for name in _WRAPPED}
@@ -67,6 +67,8 @@ class StepCapture:
     held_back: int = 0
     demand: Demand | None = None  # committed demand at the start of the step (reserve only)
     recomputed_not_swapped: int = 0  # victims reserve recomputed because the CPU was full
+    # (seq id, output tokens) of each sequence vLLM freed because it finished (free_seq)
+    finished_seqs: list[tuple[int, int]] = field(default_factory=list)
 
 
 class SchedulerHook(PolicySwitch):
@@ -91,6 +93,7 @@ class SchedulerHook(PolicySwitch):
             self._originals[name] = getattr(scheduler, name)
         scheduler.schedule = self._schedule
         scheduler._preempt = self._preempt
+        scheduler.free_seq = self._free_seq
         for name, wrapper in self._family.wrappers(self, self._originals).items():
             setattr(scheduler, name, wrapper)
 
@@ -172,6 +175,15 @@ class SchedulerHook(PolicySwitch):
         scheduler.num_cumulative_preemption += 1
         scheduler._preempt_by_recompute(seq_group)
         return mode
+
+    def _free_seq(self, seq: Any) -> None:
+        """vLLM's `free_seq`; a sequence freed because it finished (not a recompute victim,
+        which vLLM frees as WAITING) is noted with its output length, for the step's
+        `seq_finished` (what a re-run needs: engine.analysis.rerun)."""
+        with _OWN["free_seq"]:
+            if seq.is_finished():
+                self.current.finished_seqs.append((seq.seq_id, seq.get_output_len()))
+        return self._originals["free_seq"](seq)
 
     # ----------------------------------------------------------------- committed demand
     def demand(self) -> Demand:

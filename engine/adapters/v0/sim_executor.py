@@ -32,7 +32,7 @@ from engine.adapters.versions import family
 
 from engine.errors import ConfigError
 from engine.options import check_block_memory
-from engine.output_lengths import LengthSampler, OutputLengths
+from engine.output_lengths import ForcedLengths, LengthSampler, OutputLengths
 
 _F = family("sim")
 CompletionSequenceGroupOutput = _F.CompletionSequenceGroupOutput
@@ -84,6 +84,7 @@ class SimExecutor(_F.ExecutorBase):
         self.eos_token_id = eos_token_id(self.model_config)
         sampler = LengthSampler(self.lengths_setting, self.seed_setting)
         self._lengths = sampler if sampler.active else None
+        self._forced = ForcedLengths()  # a re-run's recorded lengths (force_lengths)
         self.steps_executed = 0
 
     def determine_num_available_blocks(self) -> Tuple[int, int]:
@@ -103,11 +104,21 @@ class SimExecutor(_F.ExecutorBase):
     def initialize_cache(self, num_gpu_blocks: int, num_cpu_blocks: int) -> None:
         self.num_gpu_blocks, self.num_cpu_blocks = num_gpu_blocks, num_cpu_blocks
 
+    def forget_lengths(self) -> None:
+        """A warm engine's next workload (engine.hunt): its requests' lengths are its own."""
+        self._forced = ForcedLengths()
+
+    def force_lengths(self, request_id: str, lengths: Any, max_tokens: int) -> None:
+        """End `request_id`'s samples at these output lengths (a re-run: its recorded ones),
+        whatever the spec's length model says."""
+        self._forced.force(request_id, lengths, max_tokens)
+
     def execute_model(self, execute_model_req: Any) -> List[Any]:
         rand = self._rng.randrange
         uniform = self._rng.random
         vocab, eos, eos_prob = self._vocab, self.eos_token_id, self._eos_prob
         lengths = self._lengths
+        forced = self._forced if self._forced else None
         outputs: list[CompletionSequenceGroupOutput] = []
         for meta in execute_model_req.seq_group_metadata_list:
             samples: list[SequenceOutput] = []
@@ -116,13 +127,20 @@ class SimExecutor(_F.ExecutorBase):
                     # The prompt has one sequence; the sampler draws best_of tokens from it.
                     (parent_id,) = meta.seq_data
                     params = meta.sampling_params
-                    for _ in range(getattr(params, "best_of", None) or params.n):
+                    stops = forced.first_token_stops(_F.request_id(meta)) if forced else 0
+                    for i in range(getattr(params, "best_of", None) or params.n):
                         token = eos if uniform() < eos_prob else _not_eos(rand(vocab - 1), eos)
+                        if i < stops:
+                            token = eos
                         samples.append(SequenceOutput(parent_id, token, {token: _LOGPROB}))
                 else:
                     for parent_id, data in meta.seq_data.items():
                         token = eos if uniform() < eos_prob else _not_eos(rand(vocab - 1), eos)
-                        if lengths is not None:  # this token is output number len + 1
+                        if forced is not None:
+                            target = forced.target(_F.request_id(meta), parent_id)
+                            if target is not None and data.get_output_len() + 1 >= target:
+                                token = eos
+                        elif lengths is not None:  # this token is output number len + 1
                             target = lengths.target(meta.request_id, parent_id)
                             if target is not None and data.get_output_len() + 1 >= target:
                                 token = eos

@@ -37,6 +37,7 @@ def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostMode
     first_tokens: list[str] = []
     first_token_seqs = 0
     prompt_tokens = 0
+    sampled_groups = []
     for scheduled_group in scheduled[:num_prefill]:
         group = scheduled_group.seq_group
         prefills.append((rid(group), scheduled_group.token_chunk_size))
@@ -44,6 +45,7 @@ def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostMode
         if not group.is_prefill():  # this chunk completed the prompt and sampled
             first_tokens.append(rid(group))
             first_token_seqs += group.num_seqs()
+            sampled_groups.append(group)
     decode_seqs = batched - prompt_tokens
     ignored = (_unique(rid(g) for g in outputs.ignored_seq_groups)
                if outputs is not None else [])
@@ -90,7 +92,35 @@ def build_step_record(step: int, capture: StepCapture, scheduler, cost: CostMode
         swap_blocks=swap_blocks,
         committed_blocks=demand.blocks if demand is not None else None,
         committed_slack=demand.slack() if demand is not None else None,
+        seq_finished=seq_finishes(capture.finished_seqs, scheduled, sampled_groups),
     )
+
+
+def seq_finishes(freed: list[tuple[int, int]], scheduled: list[Any],
+                 sampled: list[Any]) -> list[tuple[str, int]] | None:
+    """(request id, output tokens) of each sequence that finished this step (None: none):
+    those vLLM freed (`freed`, seq ids, from the hook's free_seq), and the samples a prompt
+    step made that ended at once (vLLM adds such a child to its group without ever giving it
+    blocks, so it is never freed). Read only on steps where something finished."""
+    first = [(group, seq) for group in sampled for seq in group.get_seqs()
+             if seq.is_finished()] if sampled else []
+    if not freed and not first:
+        return None
+    rid = vllm_hooks.request_id
+    done: list[tuple[str, int]] = []
+    seen: set[int] = set()
+    if freed:
+        lengths = dict(freed)
+        for s in scheduled:  # the groups that own them (seqs_dict: 0.5.0 to 0.10.2)
+            group = s.seq_group
+            ids = lengths.keys() & group.seqs_dict.keys()
+            if ids:  # a request's samples are alike: by length, whatever their seq ids
+                done += [(rid(group), n) for n in sorted(lengths[i] for i in ids)]
+                seen |= ids
+    for group, seq in first:
+        if seq.seq_id not in seen:
+            done.append((rid(group), seq.get_output_len()))
+    return done or None
 
 
 def abort_state(scheduler: Any) -> dict[str, int]:

@@ -24,6 +24,7 @@ from typing import Any, Callable
 from engine.adapters.guard import Guard
 from engine.adapters.v1.current import fam
 from engine.adapters.v1 import hooks as v1_hooks
+from engine.adapters.v1.request_facts import RequestFactsReader
 from engine.adapters.v1.step_record import StepReader, abort_state
 from engine.costmodel import CostModel
 from engine.policy import Policy
@@ -117,13 +118,14 @@ class V1Tap:
 
             self.engine_config = _summarize_config(config)
         self._finished: list[str] = []
+        self.facts = RequestFactsReader(fam.block_size(scheduler), fam.total_blocks(scheduler))
         self._wrapped: list[str] = []
         self.on_shutdown: Callable[[], None] | None = None  # the observer's close
         vars(scheduler)[_MARK] = self
 
     def hear(self, before_step: Callable[[], None], after_step: Callable[[], None],
              aborted: Callable[[BaseException], None],
-             added: Callable[[str, int], None]) -> None:
+             added: Callable[[str, int, Any], None]) -> None:
         scheduler = self.scheduler
         self._saved = {name: vars(scheduler)[name] for name in ("update_from_output",
                                                                 "add_request", "shutdown")
@@ -152,7 +154,12 @@ class V1Tap:
         def observed_add(request: Any, *args: Any, **kwargs: Any) -> Any:
             out = add(request, *args, **kwargs)
             if not guard.broken:
-                added(fam.request_id(request), int(request.num_prompt_tokens))
+                try:
+                    facts = self.facts.arrived(request)
+                except Exception as exc:  # noqa: BLE001  our code: never into vLLM's add
+                    guard.fail(exc)
+                    return out
+                added(fam.request_id(request), int(request.num_prompt_tokens), facts)
             return out
 
         shutdown = scheduler.shutdown
@@ -174,8 +181,10 @@ class V1Tap:
         self._wrapped += ["update_from_output", "add_request", "shutdown"]
 
     def record(self, step: int, cost: CostModel, sim_start_s: float, wall_s: float) -> Any:
+        finished = self._finished
         return self.reader.build(step, self.hook.current, cost, sim_start_s, wall_s,
-                                 self._finished)
+                                 finished, None,
+                                 self.facts.finished_lens(finished) if finished else None)
 
     def abort_state(self) -> dict[str, int]:
         return abort_state(self.scheduler)

@@ -74,6 +74,7 @@ def engine_args(spec: RunSpec) -> Any:
         seed=spec.seed,
         enable_prefix_caching=spec.enable_prefix_caching,
         long_prefill_token_threshold=spec.long_prefill_token_threshold,
+        max_model_len=spec.max_model_len,
         disable_log_stats=False,
         # explicit either way: the sim executor supports it, and vLLM's default (None) would
         # turn it on before the CPU platform turns it off again

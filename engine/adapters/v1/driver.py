@@ -13,7 +13,9 @@ from engine.adapters import exec_timing
 from engine.adapters.v1.current import fam
 from engine.adapters.v1 import hooks as v1_hooks
 from engine.adapters.v1 import tier as v1_tier
+from engine.adapters.driver import Arrived, RequestFacts
 from engine.adapters.v1.build import build_engine
+from engine.adapters.v1.request_facts import RequestFactsReader
 from engine.adapters.v1.step_record import StepReader, abort_state
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
@@ -50,6 +52,8 @@ class V1Driver:
         # vLLM's CPU KV tier (its offloading connector), when the spec has one
         self.tier = v1_tier.attach(built.scheduler, fam.executor_of(built.engine_core))
         self._now_s = 0.0  # when the next step starts on the simulated clock
+        self.facts = self._new_facts()
+        self._executor = fam.executor_of(built.engine_core)
         if self.tier is not None and self.tier.capacity == 0:
             chunk = self.tier.block_bytes
             raise ConfigError(f"--kv-offloading-size {spec.kv_offloading_gib:g} GiB holds no "
@@ -80,7 +84,14 @@ class V1Driver:
         self.spec = spec
         self._params.clear()
         self._finished, self._scheduled, self._now_s = [], False, 0.0
+        self.facts = self._new_facts()  # a new workload's blocks, numbered from 0
+        self._executor.forget_stops()
         return True
+
+    def _new_facts(self) -> RequestFactsReader:
+        return RequestFactsReader(fam.block_size(self.scheduler),
+                                  fam.total_blocks(self.scheduler)
+                                  + (self.tier.capacity if self.tier is not None else 0))
 
     def blocks_line(self) -> str:
         line = (f"{fam.total_blocks(self.scheduler):,} GPU blocks of {self.spec.block_size} "
@@ -89,33 +100,50 @@ class V1Driver:
             return line + " (V1: no swap space)"
         return line + f", a CPU tier of {self.tier.capacity:,} chunks (vLLM's offloading connector)"
 
-    def _sampling_params(self, max_tokens: int) -> Any:
-        params = self._params.get(max_tokens)
+    def _sampling_params(self, max_tokens: int, stops: bool) -> Any:
+        """One request's params (shared by every request with the same): it ends at
+        `max_tokens`, or, when `stops` (a re-run's request that ended earlier), at the sim's
+        stop token, which its executor samples at that request's recorded length."""
+        key = (max_tokens, stops)
+        params = self._params.get(key)
         if params is None:
             from vllm import SamplingParams
 
+            from engine.adapters.v1.sim_executor import STOP_TOKEN_ID
+
             params = SamplingParams(n=1, max_tokens=max_tokens, ignore_eos=True,
-                                    detokenize=False)
-            self._params[max_tokens] = params
+                                    detokenize=False,
+                                    stop_token_ids=[STOP_TOKEN_ID] if stops else None)
+            self._params[key] = params
         return params
 
-    def add_request(self, request: Request, arrival_time: float) -> int:
+    def add_request(self, request: Request, arrival_time: float) -> Arrived:
+        length = request.output_len
+        stops = length is not None and length < request.max_tokens
+        if stops:
+            self._executor.stop_at(request.request_id, length)
         self.engine.add_request(request.request_id,
                                 {"prompt_token_ids": request.prompt_token_ids},
-                                self._sampling_params(request.max_tokens),
+                                self._sampling_params(request.max_tokens, stops),
                                 arrival_time=arrival_time)
         # an idle sim jumps to the arrival, on the simulated clock (the workload's arrival_s, the
         # axis the session's sim_s runs on), never to vLLM's stamp (`arrival_time`, time.time()):
         # a CPU-tier load submitted at an epoch-second `now` finished only at the next arrival's
         # step, so the last arrival's loads never did (requests stuck in WAITING_FOR_REMOTE_KVS)
         self._now_s = max(self._now_s, request.arrival_s)
-        return len(request.prompt_token_ids)
+        taken = fam.requests(self.scheduler).get(request.request_id)
+        facts = (self.facts.arrived(taken) if taken is not None
+                 else RequestFacts(1, request.max_tokens, (0, 0)))
+        return Arrived(len(request.prompt_token_ids), facts)
 
     def has_unfinished_requests(self) -> bool:
         """Requests to finish, or (with a CPU tier) transfers vLLM still waits for: its engine
-        core keeps stepping until they are reported, as a server's would."""
+        core keeps stepping until they are reported, as a server's would; with `busy_loop`,
+        also finished requests its workers have not been told of (vLLM's busy loop steps once
+        more for them)."""
         return (self.engine.has_unfinished_requests()
-                or (self.tier is not None and self.tier.pending()))
+                or (self.tier is not None and self.tier.pending())
+                or (self.spec.busy_loop and self.scheduler.has_finished_requests()))
 
     def step(self) -> None:
         hook = self.hook
@@ -133,7 +161,7 @@ class V1Driver:
         capture = hook.current if self._scheduled else v1_hooks.V1Capture(hook.policy)
         tier = self.tier.take(capture.output) if self.tier is not None else None
         record = self.reader.build(step, capture, cost, sim_start_s, wall_s, self._finished,
-                                   tier)
+                                   tier, self.facts.finished_lens(self._finished) or None)
         record.exec_s = self.exec_timer.take()
         self._now_s = record.sim_s
         return record

@@ -39,6 +39,9 @@ from vllm.v1.executor.abstract import Executor
 from engine.adapters.v1.current import fam, tier
 
 SAMPLED_TOKEN_ID = 7  # any id the vocabulary has; nothing reads it back
+STOP_TOKEN_ID = 9
+"""Sampled as the last token of a request given a length (`stop_at`): a re-run's request that
+ended before its max_tokens on the recorded engine, which names this id in its stop_token_ids."""
 DOTTED_PATH = f"{__name__}.SimExecutor"
 DEFAULT_GPU_BLOCKS = 8192
 """The simulated GPU's KV blocks when nothing sets `num_gpu_blocks_override` (the V0 sim's
@@ -54,6 +57,7 @@ class SimExecutor(Executor):
     def _init_executor(self) -> None:
         self._prompt_len: dict[str, int] = {}
         self._outputs: dict[str, int] = {}
+        self._stops: dict[str, int] = {}  # request -> the output length it stops at
         # SimOffloadWorker when vLLM runs its offloading connector. vLLM builds this executor
         # from a dotted path, without arguments: the driver sets the worker's bandwidth and
         # clock (engine.adapters.v1.tier) before the first step.
@@ -161,6 +165,7 @@ class SimExecutor(Executor):
         for rid in so.finished_req_ids:
             prompt_len.pop(rid, None)
             outputs.pop(rid, None)
+            self._stops.pop(rid, None)
         scheduled = so.num_scheduled_tokens
         req_ids: list[str] = []
         sampled: list[list[int]] = []
@@ -179,11 +184,22 @@ class SimExecutor(Executor):
             output.kv_connector_output = self.offload.step(tier.metadata_of(so))
         return output
 
+    def forget_stops(self) -> None:
+        """A warm engine's next workload (engine.hunt): its requests' lengths are its own."""
+        self._stops.clear()
+
+    def stop_at(self, request_id: str, length: int) -> None:
+        """Sample STOP_TOKEN_ID as `request_id`'s output token number `length` (a re-run:
+        engine.adapters.v1.driver), so it ends where the recorded request ended."""
+        self._stops[request_id] = length
+
     def _sample(self, rid: str, computed_after: int) -> list[int]:
         context = self._prompt_len[rid] + self._outputs[rid]
         if computed_after < context:
             return []  # a partial prefill chunk: nothing to sample yet
-        self._outputs[rid] += 1
+        count = self._outputs[rid] = self._outputs[rid] + 1
+        if self._stops and self._stops.get(rid) == count:
+            return [STOP_TOKEN_ID]
         return [SAMPLED_TOKEN_ID]
 
 

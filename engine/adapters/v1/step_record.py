@@ -32,7 +32,8 @@ class StepReader:
 
     def build(self, step: int, capture: V1Capture, cost: CostModel, sim_start_s: float,
               wall_s: float, finished: list[str],
-              tier: TierStep | None = None) -> V1StepRecord:
+              tier: TierStep | None = None,
+              finished_lens: list[int] | None = None) -> V1StepRecord:
         scheduler = self.scheduler
         output = capture.output
         new: list[tuple[str, int]] = []
@@ -96,6 +97,7 @@ class StepReader:
             head_reason=capture.head_reason,
             head_need=capture.head_need,
             head_limit=capture.head_limit,
+            finished_lens=finished_lens,
         )
         if tier is not None:
             _add_tier(record, tier)
