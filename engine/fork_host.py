@@ -71,6 +71,7 @@ class ForkRun:
 
     def __init__(self, host: "ForkHost", order: ForkAt) -> None:
         from engine.analysis.fork import plan_fork
+        from engine.analysis.summary import SummaryBuilder
         from engine.stream.recorder import Recorder
 
         self.host = host
@@ -80,7 +81,8 @@ class ForkRun:
         header = msgspec.structs.replace(
             host.header, spec=plan.spec.to_dict(),
             started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-        self.recorder = Recorder(order.out, header, background_flush=False)
+        self.recorder = Recorder(order.out, header, background_flush=False,
+                                 fold=SummaryBuilder)
         for line in host.lines:  # what the re-run made so far: the recording's own steps
             self.recorder.write(decode_record(line))
         self.orphaned = False  # set by the parent-death signal; acted on at a step boundary

@@ -56,6 +56,7 @@ def trace_reruns_every_decision(path: Path, tmp: Path, capsys) -> Path:
 def verify_passes_and_names_a_changed_step(path: Path, tmp: Path, capsys, step: int) -> None:
     """`verify` passes on `path`, and on a copy whose step `step` says one more batched token
     (resealed, so only its decision is wrong) fails naming that step."""
+    from engine.analysis.summary import SummaryBuilder
     from engine.stream.reader import load
     from engine.stream.recorder import Recorder
     from engine.stream.records import STEP_TYPES
@@ -64,7 +65,8 @@ def verify_passes_and_names_a_changed_step(path: Path, tmp: Path, capsys, step: 
     assert "verified:" in capsys.readouterr().out
     recording = load(path)
     changed = tmp / f"changed-{path.name}"
-    with Recorder(changed, recording.header, background_flush=False) as rec:
+    with Recorder(changed, recording.header, background_flush=False,
+                  fold=SummaryBuilder) as rec:
         for item in recording.items:
             if type(item) in STEP_TYPES and item.step == step:
                 item = msgspec.structs.replace(item, batched_tokens=item.batched_tokens + 1)
