@@ -83,7 +83,9 @@ Sink = Callable[[Item], None]
 Done = Callable[[bool, str, int], None]
 """Command callback: (applied, one-line message, step it applied at)."""
 ProgressFn = Callable[[str, str], None]
-StateFn = Callable[[RunState, int], None]
+StateFn = Callable[[RunState, int, str, "float | None"], None]
+"""(state, step, why, hold_s): `why` and `hold_s` say why a hold paused the run and for how
+many seconds ("" and None otherwise)."""
 
 # vLLM's fcfs policy orders by arrival_time. The seed's add_request loop stamps each request with
 # a distinct, increasing time.time(); requests arriving at the same simulated instant get stamps
@@ -104,7 +106,14 @@ class _Wake(msgspec.Struct, frozen=True):
     """Internal: wakes a paced wait so that it is re-timed (Session.set_pace)."""
 
 
-_Queued = SetPolicy | AddBurst | Pause | Resume | Stop | _AtBoundary | _Wake
+class _Hold(msgspec.Struct, frozen=True):
+    """Internal: pause for `seconds` at the next boundary, saying `why` (Session.hold)."""
+
+    seconds: float
+    why: str
+
+
+_Queued = SetPolicy | AddBurst | Pause | Resume | Stop | _AtBoundary | _Wake | _Hold
 
 
 def _check_pace(pace: float | None) -> float | None:
@@ -163,7 +172,8 @@ class Session:
         self._thread: threading.Thread | None = None
         self._policy = parse_policy(spec.policy)
         self._on_progress = on_progress or (lambda stage, detail: None)
-        self._on_state = on_state or (lambda state, step: None)
+        self._on_state = on_state or (lambda state, step, why, hold_s: None)
+        self._hold_until: float | None = None  # perf_counter() a hold ends at (None: none)
         self._freeze_gc = freeze_gc
         self._sink_fault: _ObserverFault | None = None
         self._broken_sink: Sink | None = None
@@ -276,6 +286,12 @@ class Session:
         pace = max(MIN_PACE, round(pace * scale, 3))
         self.set_pace(None if pace > MAX_PACE else pace)
         return self._pace
+
+    def hold(self, seconds: float, why: str) -> None:
+        """Pause at the next step boundary for `seconds` of wall clock, saying `why`; any
+        command that arrives meanwhile ends the hold (and then applies). Any thread; wall clock
+        only, like the pace: no record says it, no decision changes."""
+        self._submit(_Hold(float(seconds), why), "", None)
 
     def report_sink_failure(self, sink: Sink, exc: BaseException) -> None:
         """A sink of a sink (e.g. EngineHost's subscribers) failed: end the run at the next
@@ -501,9 +517,10 @@ class Session:
             except Exception:  # noqa: BLE001
                 pass
 
-    def _set_state(self, state: RunState, step: int) -> None:
+    def _set_state(self, state: RunState, step: int, why: str = "",
+                   hold_s: float | None = None) -> None:
         self.state = state
-        self._on_state(state, step)
+        self._on_state(state, step, why, hold_s)
 
     def _submit(self, command: _Queued, source: str, done: Done | None) -> None:
         with self._accepting:
@@ -537,20 +554,27 @@ class Session:
             return False
         while True:
             block, timeout = self._paused, None
-            if not block and self._pace is not None and self._last_start is not None:
+            if self._hold_until is not None:
+                timeout = max(0.0, self._hold_until - time.perf_counter())
+            elif not block and self._pace is not None and self._last_start is not None:
                 wait = self._last_start + 1.0 / self._pace - time.perf_counter()
                 block, timeout = wait > 0, max(wait, 0.0)
             try:
                 command, source, done = self._commands.get(block=block, timeout=timeout)
             except queue.Empty:
-                return False
+                if self._hold_until is None:
+                    return False
+                self._end_hold(step)  # its time is up: go on
+                continue
             kind = type(command)
+            if self._hold_until is not None and kind is not _Hold:
+                self._end_hold(step)  # someone acted: the hold has done its job
             try:
                 ok, message = _APPLY[kind](self, command, source, step, sim_s)
             except (_ObserverFault, _EngineFault):
                 raise
             except Exception as exc:
-                name = "call" if kind is _AtBoundary else command.op
+                name = "call" if kind is _AtBoundary else getattr(command, "op", "hold")
                 raise _ObserverFault(f"command {name}", exc) from exc
             if done is not None:
                 done(ok, message, step)
@@ -602,6 +626,19 @@ class Session:
                     sim_s: float) -> tuple[bool, str]:
         return True, ""
 
+    def _apply_hold(self, command: _Hold, source: str, step: int,
+                    sim_s: float) -> tuple[bool, str]:
+        if self._paused:
+            return False, "already paused"
+        self._paused = True
+        self._hold_until = time.perf_counter() + command.seconds
+        self._set_state(RunState.PAUSED, step, command.why, command.seconds)
+        return True, ""
+
+    def _end_hold(self, step: int) -> None:
+        self._paused, self._hold_until = False, None
+        self._set_state(RunState.RUNNING, step)
+
     def _apply_call(self, command: _AtBoundary, source: str, step: int,
                     sim_s: float) -> tuple[bool, str]:
         return command.fn(step)
@@ -633,5 +670,5 @@ class Session:
 
 _APPLY = {SetPolicy: Session._apply_policy, AddBurst: Session._apply_burst,
           Pause: Session._apply_pause, Resume: Session._apply_resume, Stop: Session._apply_stop,
-          _AtBoundary: Session._apply_call, _Wake: Session._apply_wake}
+          _AtBoundary: Session._apply_call, _Wake: Session._apply_wake, _Hold: Session._apply_hold}
 """What each queued command does, by type: every command type has exactly one entry."""

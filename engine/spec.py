@@ -404,6 +404,34 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+PRESET_FIXES: dict[str, str] = {
+    # `reserve`, not `strict`: strict saves the seed on 0.5.0.post1 only and delays the abort
+    # (0.6.3) or changes nothing (0.7.3, 0.10.2); reserve cannot abort on any V0 release
+    "seed-5578": "reserve",
+    "seed-5578-fitted": "reserve",
+    "demo": "reserve",
+    "v1-thrash": "whole-context",  # #25538: resume only when the whole context fits
+    "v1-concurrent-prefill": "whole-context",  # full-isl is on already; whole-context counts
+    # what the prefills in flight still claim
+    "v1-head-of-line": "skip-and-continue",  # #31731, PR #35852
+    "v1-async-seats": "per-iteration-count",  # #45257, PR #45339
+    "v1-prefix-offload": "whole-context",  # no bug of its own: the V1 engine's usual fix
+}
+"""The policy each preset's `f` switches on (the live monitor's `f`: off <-> this fix): the
+one that answers the bug the preset reproduces. Every preset has an entry."""
+ENGINE_FIXES = {"v0": "reserve", "v1": "whole-context"}
+"""The fix for a run whose preset names none (an attached engine's stream)."""
+
+
+def preset_fix(preset: str | None, engine: str) -> str:
+    """The fix `f` switches on for a run of `preset` on an `engine` kind ("v0", "v1"): the
+    preset's own when it is that engine's, else the engine's usual one."""
+    fix = PRESET_FIXES.get(preset or "")
+    if fix is not None and engine in parse_policy(fix).engine_kinds:
+        return fix
+    return ENGINE_FIXES.get(engine, "reserve")
+
+
 def preset_spec(name: str, **overrides: Any) -> RunSpec:
     """The preset's spec with explicit overrides (None means "not given") applied."""
     if name not in PRESETS:

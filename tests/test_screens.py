@@ -86,10 +86,11 @@ async def test_status_is_verbose_when_there_is_room():
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         first, second = lines(app.screen.query_one(StatusBar))
-        assert first.startswith("policy  off  → strict…   running  step 700  running 27  "
-                                "swapped 71  waiting 9,902  GPU KV 99.7%  CPU KV 72.6%")
+        assert first.split() == ["policy", "→", "strict…", "running", "step", "700", "running",
+                                 "27", "swapped", "71", "waiting", "9,902", "GPU", "KV",
+                                 "99.7%", "CPU", "KV", "72.6%", "●", "REC", "23.5", "kB"]
         assert "● REC 23.5 kB" in first
-        assert "press f to switch the fix on" in second and "63 steps/s" in second
+        assert "f switches reserve on" in second and "63 steps/s" in second
 
 
 # -- swap runway ------------------------------------------------------------------------------

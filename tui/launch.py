@@ -36,9 +36,11 @@ named anew for every restart, so the name always says the policy that ran), or a
 first run; restarts then go back to "auto")."""
 
 
-def local_engine_source(record: RecordMode, pace: float | None = None) -> "SourceFactory":
+def local_engine_source(record: RecordMode, pace: float | None = None,
+                        hold_s: float | None = None) -> "SourceFactory":
     """Sources that run each spec in a local engine child process (tui.run_source), held to
-    `pace` steps per second if given (wall clock only: not part of the spec)."""
+    `pace` steps per second if given, and holding `hold_s` seconds at the first sign of trouble
+    (engine.host.attention) if given (wall clock only: neither is part of the spec)."""
     from engine.child import spawn_local
     from engine.stream.recorder import default_recording_path
     from tui.run_source import EngineSource
@@ -58,7 +60,7 @@ def local_engine_source(record: RecordMode, pace: float | None = None) -> "Sourc
         def open_link():
             if before is not None:  # on the new source's reader thread, not the UI's
                 before.wait_gone()  # the old engine process is gone before the new one starts
-            return spawn_local(spec, path, pace=pace)
+            return spawn_local(spec, path, pace=pace, hold_s=hold_s)
 
         source = EngineSource(open_link)
         last.append(source)
@@ -107,10 +109,13 @@ def _reference(path: str | None, offset_s: float, engine: int | None = None):
 def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
              connect: tuple[str, str] | None = None, reference: str | None = None,
              reference_offset: float = 0.0, link=None,
-             reference_engine: int | None = None, pace: float | None = None) -> ObservatoryApp:
+             reference_engine: int | None = None, pace: float | None = None,
+             hold_s: float | None = None) -> ObservatoryApp:
     """The live monitor on a local engine child running `spec`, or attached to a server
     (`connect=(address, token)`, `spec` None), with a real log overlaid if `reference` names
-    one. Raises ConfigError for bad arguments."""
+    one. `pace` and `hold_s`: the local engine's (engine.session, engine.host.attention); the
+    command line gives live's defaults, a caller that gives none gets neither. Raises
+    ConfigError for bad arguments."""
     from tui.app import ObservatoryApp
     from tui.live.live_screen import LiveScreen
 
@@ -126,7 +131,7 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
                                                  title=engine or address, reference=ref,
                                                  hub=HubEngines(address, token)))
     assert spec is not None
-    factory = local_engine_source(record, pace)
+    factory = local_engine_source(record, pace, hold_s)
     title = f"paced {pace:g} steps/s" if pace else ""
     return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window, reference=ref,
                                              title=title))
@@ -135,7 +140,7 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
 def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
          connect: tuple[str, str] | None = None, reference: str | None = None,
          reference_offset: float = 0.0, reference_engine: int | None = None,
-         pace: float | None = None) -> int:
+         pace: float | None = None, hold_s: float | None = None) -> int:
     """Run the live monitor; print the recordings the engine wrote when it closes.
 
     With `connect`, the handshake comes first, before the app takes the terminal: a refusal
@@ -153,7 +158,7 @@ def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, 
     try:
         app = live_app(spec, record, window, connect=connect, reference=reference,
                        reference_offset=reference_offset, link=link,
-                       reference_engine=reference_engine, pace=pace)
+                       reference_engine=reference_engine, pace=pace, hold_s=hold_s)
     except ObservatoryError as exc:
         if link is not None:
             link.close()

@@ -123,7 +123,9 @@ class Status:
     recording: str | None = None  # path, or None when not recording
     recording_bytes: int = 0
     saved_bytes: int | None = None  # the run is over and its recording was closed whole
-    hint: str = ""  # e.g. "press f to switch the fix on"
+    hint: str = ""  # e.g. "f switches reserve on"
+    hint_short: tuple[str, ...] = ()  # shorter forms of the hint, for short lines
+    hint_first: bool = False  # the hint goes before the warnings (the engine holds for it)
     source: str | None = None  # replay: what is being replayed, shown instead of recording
     pending_policy: str | None = None  # asked for (key pressed), not applied by the engine yet
     stage: str = ""  # start-up stage while no step has run ("importing vLLM", ...)
@@ -474,7 +476,9 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
                 pieces.append((0, 0.3, underfill))
             pieces.append((2.5, 2.5, v1_totals_text(s)))
     if status.hint:
-        pieces.append((1, 1, [(status.hint, "hint")]))
+        rank = -1 if status.hint_first else 1
+        pieces.append((rank, rank, [(hint, "hint") for hint in (status.hint,
+                                                                 *status.hint_short)]))
     if status.restart_policy is not None and status.state in (RunState.ABORTED,
                                                               RunState.FINISHED,
                                                               RunState.STOPPED):
