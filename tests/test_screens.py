@@ -70,7 +70,7 @@ async def test_status_keeps_every_key_number_at_80x24_with_recording_on(pending)
         bar = app.screen.query_one(StatusBar)
         first = lines(bar)[0]
         assert len(first) <= bar.content_size.width == 78
-        for needed in ("→wm:0.5…" if pending else "off", "running", "123456", "run 256", "1024", "99999",
+        for needed in ("→ wm:0.5…" if pending else "off", "running", "123456", "run 256", "1024", "99999",
                        f"GPU {last.gpu_pct:.0f}%", f"CPU {last.cpu_pct:.0f}%", "●REC"):
             assert needed in first, (needed, first)
         assert RECORDING_PATH not in bar.render().plain  # the full path is in the help
@@ -244,7 +244,9 @@ async def test_legends_match_the_drawn_colours_and_hues_are_distinct():
 # -- help -------------------------------------------------------------------------------------
 
 
-async def test_help_shows_brackets_and_the_table_keys():
+async def test_help_shows_the_pace_keys_and_the_table_keys():
+    """`<` and `>` (the pace keys of live and replay alike) show as themselves, their words
+    plain text, not taken for markup."""
     view = view_until(OFF, 300)
     app = panel_app(view, live_status(view))
     async with app.run_test(size=(120, 48)) as pilot:
@@ -252,11 +254,11 @@ async def test_help_shows_brackets_and_the_table_keys():
         await pilot.pause()
         text = app.screen.query_one("#help-text").render()
         plain = text.plain
-        for row in ("[  ", "]  ", "↑", "↓", "PgUp", "PgDn", "Enter", "?", "q"):
+        for row in ("<  ", ">  ", "↑", "↓", "PgUp", "PgDn", "Enter", "?", "q"):
             assert row in plain, row
-        assert re.search(r"^\]\s+faster$", plain, re.M)
+        assert re.search(r"^>\s+faster$", plain, re.M)
         faster = plain.index("faster")
-        # the description after `]` is plain text, not swallowed into a markup tag
+        # the description after `>` is plain text, not swallowed into a markup tag
         assert text.get_style_at_offset(faster).bold is not True
 
 

@@ -32,8 +32,8 @@ class ReplayScreen(RunScreen):
 
     BINDINGS = [
         Binding("space", "play", "play/pause", priority=True),
-        Binding("left_square_bracket", "speed(0.5)", "slower", key_display="["),
-        Binding("right_square_bracket", "speed(2)", "faster", key_display="]"),
+        Binding("less_than_sign", "speed(0.5)", "slower", key_display="<"),
+        Binding("greater_than_sign", "speed(2)", "faster", key_display=">"),
         *NAVIGATION,
     ]
     HELP_TITLE = "replay keys"
