@@ -39,12 +39,17 @@ person can follow: a step starts no sooner than 1/pace seconds after the one bef
 clock only, never a decision: the wait is spent blocked on the command queue (a Stop, a Pause or
 a policy switch applies at once, not at the next due step), and no record field but the measured
 `wall_s` can differ from an unpaced run. It is not a RunSpec field, so recordings and `verify`
-never see it.
+never see it. A hold (`hold(seconds, why)`, engine.host.attention: the live monitor's pause at
+the first sign of trouble) is the same kind of wait: a pause that goes on by itself after
+`seconds`, or as soon as any command arrives (the `f` that switches the fix applies at the
+step it was held at, and the run goes on).
 
 Once the initial requests are added the session moves everything alive into the garbage
 collector's permanent generation (`gc.freeze()`): the seed's 10,000 requests are ~80,000
 sequences that every full collection would otherwise re-scan (0.2-0.8 s each), which costs the
-engine 20-30% of its steps/s (bench/bench_engine.py measures it).
+engine 20-30% of its steps/s (bench/bench_engine.py measures it). While they are added the
+collector is off (one collection just before): the full collections their allocations set off
+re-scanned everything added so far, and took most of the seed's start-up (bench/startup.py).
 """
 
 from __future__ import annotations
@@ -62,7 +67,8 @@ import msgspec
 
 from engine import __version__, logs
 from engine.adapters import device_info
-from engine.adapters.driver import EngineDriver, HookError, installed_engine_kind, open_driver
+from engine.adapters.driver import (EngineDriver, HookError, import_vllm, installed_engine_kind,
+                                   open_driver)
 from engine.adapters.policy_support import require_policy
 from engine.analysis import progress
 from engine.errors import ConfigError, first_line
@@ -208,6 +214,8 @@ class Session:
         kind = installed_engine_kind()  # refused before the engine is built, in one line
         for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
             require_policy(policy, kind)
+        self._on_progress("importing vLLM", "")
+        import_vllm(spec)
         self._on_progress("building the engine", "")
         driver = self._warm or open_driver(spec, self._policy)
         self._on_progress("building the engine", driver.blocks_line())
@@ -318,18 +326,25 @@ class Session:
         watch = threading.Thread(target=self._watch_steps, name="observatory-guard", daemon=True)
         watch.start()
         try:
-            pending = self._workload.initial()
-            upcoming: Request | None = next(pending, None)
-            first: list[Request] = []
-            while upcoming is not None and upcoming.arrival_s <= 0.0:
-                first.append(upcoming)
-                upcoming = next(pending, None)
-            self._on_progress(f"adding {len(first):,} requests", "")
-            first_arrivals = self._add_requests(first, 0, 0.0, "workload") if first else None
-            if self._freeze_gc:
-                gc.collect()
-                gc.freeze()
-                frozen = True
+            if self._freeze_gc:  # one collection now, while the heap is small, and none while
+                gc.collect()  # the requests go in: each automatic full collection re-scanned
+                gc.disable()  # what was added so far (the seed's: 2-3 s of its start-up)
+            try:
+                self._on_progress("making the workload", "")
+                pending = self._workload.initial()
+                upcoming: Request | None = next(pending, None)
+                first: list[Request] = []
+                while upcoming is not None and upcoming.arrival_s <= 0.0:
+                    first.append(upcoming)
+                    upcoming = next(pending, None)
+                self._on_progress(f"adding {len(first):,} requests", "")
+                first_arrivals = self._add_requests(first, 0, 0.0, "workload") if first \
+                    else None
+            finally:
+                if self._freeze_gc:
+                    gc.freeze()  # what is alive now lives as long as the run
+                    gc.enable()
+                    frozen = True
             self._on_progress("first step", "")
             self._set_state(RunState.RUNNING, 0)
             self._emit(self.header)

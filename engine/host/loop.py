@@ -68,13 +68,17 @@ class EngineLoop:
         if self.session is not None:
             return
         self._recording.open()
-        self._progress("importing vLLM")
-        from engine.session import Session  # imports vLLM and torch: seconds
+        from engine.session import Session  # vLLM and torch load in prepare: "importing vLLM"
 
         session = Session(self.spec, on_progress=self._progress, on_state=self._on_state,
                           freeze_gc=self._freeze_gc, pace=self.pace)
         session.subscribe(self._on_item)
+        if self.hold_s and self.spec.backend == "sim":
+            from engine.host.attention import Attention
+
+            session.subscribe(Attention(session, self.hold_s))
         session.prepare()
+        self._offer_policies(session)
         with self._lock:
             self.session = session
             waiting, self._waiting = self._waiting, []
