@@ -211,3 +211,21 @@ def test_a_v1_policy_on_a_v0_engine_is_one_line():
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1, out.stderr
     assert "policy whole-context acts on the v1 engine, and this vLLM runs the v0" in lines[0]
+
+
+def test_the_first_line_of_a_v1_run_is_the_observatorys():
+    """Every V1 run printed four torch warnings (its deprecations, "No CUDA runtime is found")
+    before the observatory's first line: they are captured now, with vLLM's lines."""
+    import subprocess
+    import sys
+
+    from engine.adapters.versions import installed_engine
+
+    if installed_engine() != "v1":
+        pytest.skip("needs a V1 release of vLLM installed (e.g. the vllm033 extra)")
+    out = subprocess.run([sys.executable, "-m", "engine.cli", "run", "--preset", "v1-thrash",
+                          "--max-steps", "5", "--no-record"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    first = out.stderr.splitlines()[0]
+    assert first.startswith("step      0  running"), out.stderr[:2000]
