@@ -214,6 +214,9 @@ class Session:
         kind = installed_engine_kind()  # refused before the engine is built, in one line
         for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
             require_policy(policy, kind)
+        if spec.trace is not None:  # its lines against the model's context, before the build
+            self._on_progress("checking the trace", "")
+            trace_source.check_fits(spec)
         self._on_progress("importing vLLM", "")
         import_vllm(spec)
         self._on_progress("building the engine", "")

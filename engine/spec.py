@@ -74,8 +74,11 @@ class RunSpec(msgspec.Struct, kw_only=True):
     backend: Annotated[str, Setting("engine backend", choices=("sim", "gpu"))] = "sim"
     preset: Annotated[str, Setting("workload preset: seed-5578, seed-5578-fitted, demo (V0); v1-thrash, "
                                    "v1-concurrent-prefill, v1-head-of-line, v1-async-seats, v1-prefix-offload "
-                                   "(V1)",
-                                   metavar="NAME")] = "seed-5578"
+                                   "(V1); one of the other engine kind is refused, naming the "
+                                   "install command",
+                                   metavar="NAME",
+                                   default_text="seed-5578 where the installed vLLM runs V0, "
+                                                "v1-thrash where it runs V1")] = "seed-5578"
     # None: opt-125m (sim: packaged config; gpu: facebook/opt-125m)
     model: Annotated[str | None, Setting(
         "sim: packaged config name or dir with config.json; gpu: hub id or local path "
@@ -94,6 +97,11 @@ class RunSpec(msgspec.Struct, kw_only=True):
         metavar="GIB")] = 4.0
     block_size: Annotated[int, Setting(
         "tokens per KV-cache block (what vLLM 0.5 accepts)", choices=(8, 16, 32))] = 16
+    # None: vLLM derives it from the model's config (max_position_embeddings...)
+    max_model_len: Annotated[int | None, Setting(
+        "the model's context in tokens, vLLM's max_model_len: a prompt and its output must fit "
+        "it (default: the model config's, and at most that)", lo=1, hi=10_000_000,
+        metavar="TOKENS")] = None
     max_num_batched_tokens: Annotated[int, Setting(
         "token budget of one step", lo=1, hi=10_000_000)] = 4096
     max_num_seqs: Annotated[int, Setting(
@@ -421,6 +429,11 @@ PRESET_FIXES: dict[str, str] = {
 one that answers the bug the preset reproduces. Every preset has an entry."""
 ENGINE_FIXES = {"v0": "reserve", "v1": "whole-context"}
 """The fix for a run whose preset names none (an attached engine's stream)."""
+
+
+def preset_engine(preset: str) -> str:
+    """The engine kind a preset is made for ("v0", "v1"): the V1 presets are named v1-*."""
+    return "v1" if preset.startswith("v1-") else "v0"
 
 
 def preset_fix(preset: str | None, engine: str) -> str:

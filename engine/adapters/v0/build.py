@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from engine import logs
+from engine.adapters.advice import in_our_words
 from engine.adapters.v0.build_errors import build_errors
 from engine.errors import ConfigError
 from engine.spec import RunSpec
@@ -106,7 +107,7 @@ def engine_args(spec: RunSpec, fam: ModuleType) -> Any:
                   max_num_seqs=spec.max_num_seqs, num_gpu_blocks_override=spec.num_gpu_blocks,
                   swap_space=spec.swap_space_gib, block_size=spec.block_size, seed=spec.seed,
                   disable_log_stats=False, preemption_mode=spec.preemption_mode,
-                  **fam.engine_kwargs())
+                  max_model_len=spec.max_model_len, **fam.engine_kwargs())
     if spec.backend == "sim":
         model = sim_model_dir(spec.model_name)
         return EngineArgs(model=model, tokenizer=spec.tokenizer or model,
@@ -209,7 +210,7 @@ def _engine_config(args: Any) -> Any:
             return args.create_engine_config()
         except ValueError as exc:
             raise ConfigError(f"vLLM rejected the engine config: "
-                              f"{str(exc).splitlines()[0]}") from None
+                              f"{in_our_words(str(exc).splitlines()[0])}") from None
 
 
 def _local_tokenizer(path: str) -> Callable[[str], list[int]]:
