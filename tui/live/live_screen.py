@@ -35,6 +35,7 @@ from engine.stream.records import STEP_TYPES
 from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, PoliciesRefused,
                           RecordingChanged, StreamEnded)
 from tui.live.policy_picker import PolicyPicker, refusal_of
+from tui.live.startup import FIRST_STAGE, StartupClock
 from tui.run_screen import NAVIGATION, RunScreen
 from tui.run_source import RunSource
 from tui.run_view import RunView
@@ -93,7 +94,8 @@ class LiveScreen(RunScreen):
 
     def __init__(self, spec: RunSpec | None, open_source: SourceFactory, window: int = 2000,
                  *, restartable: bool = True, title: str = "",
-                 reference: "Reference | None" = None, hub=None) -> None:
+                 reference: "Reference | None" = None, hub=None,
+                 launched_at: float | None = None) -> None:
         super().__init__(RunView(), source=None, following=True, title=title)
         self._launch_title = title
         self.reference = reference  # a real log drawn over every run of this screen
@@ -106,7 +108,8 @@ class LiveScreen(RunScreen):
         # (tui.launch.HubEngines); None for a plain serve or a local engine
         self.hub = hub
         self.engine_state: RunState | str = RunState.STARTING  # or "disconnected"
-        self.stage = "starting the engine process"
+        self.stage = FIRST_STAGE
+        self.startup = StartupClock(launched_at)  # the start-up's stages and their seconds
         self.pending_policy: str | None = None
         self.recording: str | None = None
         self.recording_bytes = 0
@@ -121,7 +124,13 @@ class LiveScreen(RunScreen):
     # -- lifecycle ------------------------------------------------------------------------
 
     def begin(self) -> None:
+        self.set_interval(0.5, self._tick)
         self._start()
+
+    def _tick(self) -> None:
+        """Redraw what counts seconds: the start-up's stage, a hold's countdown."""
+        if self.engine_state == RunState.STARTING or self.hold is not None:
+            self.draw()
 
     def _start(self) -> None:
         if self.spec is not None:
@@ -132,8 +141,12 @@ class LiveScreen(RunScreen):
             self.view.planned_engine = installed_engine()
         self.source = self._open_source(self.spec) if self.spec is not None \
             else self._open_source(None)  # type: ignore[arg-type]
+        # where it records, from the first frame: the engine confirms it (RecordingChanged)
+        self.recording = getattr(self.source, "planned_recording", None)
         self.stream_over = False
-        self.engine_state, self.stage = RunState.STARTING, "starting the engine process"
+        if self.engine_state != RunState.STARTING or self.view.header is not None:
+            self.startup = StartupClock()  # a restart counts from the key press
+        self.engine_state, self.stage = RunState.STARTING, FIRST_STAGE
         self.refresh_bindings()  # a restart: pause and record again, R no longer
         self.source.start(self)
 
@@ -144,6 +157,7 @@ class LiveScreen(RunScreen):
             if type(item) in STEP_TYPES:
                 if self.engine_state == RunState.STARTING:
                     self.engine_state, self.stage = RunState.RUNNING, ""
+                    self.view.notice(self.startup.summary())
                 if item.policy == self.pending_policy:
                     self.pending_policy = None
             # PolicyChanged alone does not confirm it: the screen shows the newest step, still
@@ -156,6 +170,7 @@ class LiveScreen(RunScreen):
 
     def on_engine_stage(self, message: EngineStage) -> None:
         self.stage = f"{message.stage}" + (f" ({message.detail})" if message.detail else "")
+        self.startup.enter(message.stage, message.detail)
         self.request_frame()
 
     def on_engine_state_changed(self, message: EngineStateChanged) -> None:
@@ -278,7 +293,7 @@ class LiveScreen(RunScreen):
                       hint=hints[0] if hints else "", hint_short=hints[1:],
                       hint_first=self.hold is not None,
                       pending_policy=None if over else self.pending_policy,
-                      stage=self.stage if state == RunState.STARTING else "",
+                      stage=self.startup.text() if state == RunState.STARTING else "",
                       restart_policy=restart)
 
     def _steps_per_s(self) -> float | None:
