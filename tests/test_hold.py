@@ -1,10 +1,11 @@
-"""Time to react: the live monitor's engine holds at the first sign of trouble (engine.host.attention).
+"""Time to react: the live monitor's engine holds at each sign of trouble (engine.host.attention).
 
-On the seed (vLLM 0.5.0.post1) the first group swaps out at step 454; `reserve` switched on up
-to ~175 steps later saves the run, later only moves the abort, and an unpaced sim engine covers
-those steps in well under a second. A person who sees the swapped group and presses `f` three
-seconds later was too late. Now the engine holds there: the `f` applies at the step it was held
-at, and the run goes on under the fix.
+On the seed the groups vLLM admits in its first steps commit more KV blocks than GPU + CPU hold;
+on 0.5.0.post1 the first group swaps out at step 454 and `reserve` switched on up to ~175 steps
+later saves the run (on 0.6.3.post1 only before step 3), and an unpaced sim engine covers those
+steps in well under a second. A person who sees the sign and presses `f` three seconds later was
+too late. Now the engine holds there: the `f` applies at the step it was held at, and the run
+goes on under the fix.
 
 A hold is wall clock only: the held run's recording verifies, and its steps equal those of a
 headless run that switched the same policy at the same step (`--toggle-at`). No test here waits
@@ -65,13 +66,13 @@ def test_a_held_run_switched_at_the_hold_equals_a_headless_toggle_and_verifies(t
     host.subscribe(on_item)
     _run_to_end(host)
     assert acked.is_set()
-    assert [(h.state, h.why, h.hold_s) for h in holds] == [("paused", "first swapped group",
-                                                           GUARD_S)]
+    assert [(h.state, h.hold_s) for h in holds] == [("paused", GUARD_S)]  # f ends the holding
+    assert holds[0].why.startswith("the committed demand outgrew GPU + CPU")
     held = load(held_path)
     change = held.policy_changes[0]
-    first_swap = next(s.step for s in held.steps if s.swapped_out)
-    # the fix governs the step right after the first swap-out: where the run was held
-    assert change.step == holds[0].step == first_swap + 1 and change.new == "reserve"
+    sign = next(s.step for s in held.steps if s.overcommitted)
+    # the fix governs the step right after the sign showed: where the run was held
+    assert change.step == holds[0].step == sign + 1 and change.new == "reserve"
     assert held.abort is None and held.finished.reason == "completed"
 
     headless_path = tmp_path / "headless.jsonl.zst"
@@ -81,17 +82,22 @@ def test_a_held_run_switched_at_the_hold_equals_a_headless_toggle_and_verifies(t
     assert verify_file(str(held_path)).ok
 
 
-def test_without_a_key_the_hold_ends_by_itself_and_run_never_holds(tmp_path):
-    """The hold goes on by itself after its seconds; a headless host (`run`) never holds."""
+def test_without_a_key_each_hold_ends_by_itself_and_run_never_holds(tmp_path):
+    """A hold goes on by itself after its seconds, and the next kind of sign holds again (the
+    demo: its demand outgrows GPU + CPU, then its first group swaps out at step 100); a
+    headless host (`run`) never holds."""
     spec = preset_spec("demo", policy="off", max_steps=150).validated()
     states: list[StateChanged] = []
     host = EngineHost(spec, None, hold_s=0.2)
     host.subscribe(lambda item: isinstance(item, StateChanged) and states.append(item))
     _run_to_end(host)
     held = [s for s in states if s.hold_s]
-    assert len(held) == 1
-    after = states[states.index(held[0]) + 1]
-    assert (after.state, after.step) == ("running", held[0].step)  # it went on by itself
+    assert [h.why.split(" (")[0] for h in held] == [
+        "the committed demand outgrew GPU + CPU", "first swapped group"]
+    assert held[1].step == 101
+    for hold in held:
+        after = states[states.index(hold) + 1]
+        assert (after.state, after.step) == ("running", hold.step)  # it went on by itself
     assert host.finished.reason == "max_steps"
 
     states.clear()
@@ -110,19 +116,21 @@ async def wait_for(pilot, condition, what: str) -> None:
         await pilot.pause(0.05)
 
 
-async def test_f_three_seconds_after_the_first_swapped_group_saves_the_seed(tmp_path):
+async def test_f_three_seconds_after_the_first_sign_saves_the_seed(tmp_path):
     """The acceptance, through the pilot: `observatory live` with no flags (the seed, live's
-    default hold), the status shows the swapped group and says which key; three seconds later
-    the engine is still there; one `f` switches reserve on and the run passes step 1,600."""
+    default hold): the status shows the warning and says which key; three seconds later the
+    engine is still there; one `f` switches reserve on and the run passes step 1,600."""
     spec = preset_spec("seed-5578", max_steps=1700).validated()
     app = live_app(spec, None, hold_s=HOLD_S)
     async with app.run_test(size=(120, 40)) as pilot:
         screen: LiveScreen = app.main_screen  # type: ignore[assignment]
         await wait_for(pilot, lambda: screen.hold is not None, "the hold")
-        await wait_for(pilot, lambda: "f switches reserve on" in
-                       screen.query_one(StatusBar).render().plain, "the hint")
+        status = screen.query_one(StatusBar)
+        await wait_for(pilot, lambda: "f switches reserve on" in status.render().plain,
+                       "the hint")
         step = screen.view.last_step
-        assert screen.view.current.swapped > 0 and screen.engine_state == "paused"
+        assert screen.view.current.overcommitted and screen.engine_state == "paused"
+        assert "⚠ commit" in status.render().plain
         await pilot.pause(REACTION_S)  # the person notices, and reaches for the key
         assert screen.view.last_step == step and screen.hold is not None  # still held
         await pilot.press("f")

@@ -36,7 +36,7 @@ def test_host_records_exactly_what_it_streams(tmp_path):
     items = run_host(host)
     stages = [i.stage for i in items if isinstance(i, Progress)]
     assert stages == ["importing vLLM", "building the engine", "building the engine",
-                      "adding 48 requests", "first step"]
+                      "making the workload", "adding 48 requests", "first step"]
     assert "512 GPU blocks, 512 CPU blocks" in [i.detail for i in items
                                                 if isinstance(i, Progress)][2]
     # Every Progress comes before the Header: the Header means "the first step is next".

@@ -96,9 +96,9 @@ are one more entry here. A kind without an entry is shown as V0. A value wider t
 (more than 99,999 waiting) widens it rather than being cut."""
 
 STEP_SLOTS = (7, 6)  # "999,999" at levels 0-2, "#999999" (its digits) at level 3
-BADGE_SLOTS = (13, 11, 11, 9)  # the policy badge's text, per level: "watermark:0.5", "whole"
+BADGE_SLOTS = (13, 9, 11, 9)  # the policy badge's text, per level: "watermark:0.5", "whole"
 STATE_SLOT = 8  # "starting", "stopping", "finished": the longest state words but one
-REC_SLOTS = (15, 11, 10, 9)  # "○ not recording", "● REC 23 kB", "●REC 99kB": the last field
+REC_SLOTS = (15, 13, 10, 9)  # "○ not recording", "✔ saved 23 kB", "●REC 99kB": the last field
 """The recording field is the last of line 1, so a longer form ("✔ saved 123 kB") moves nothing
 but its own end; a slot is only what decides the level."""
 LEVELS = 5  # line 1's verbosity levels, 0 (words) to 4 (abbreviations, no recording size)
@@ -482,8 +482,9 @@ def committed_text(s: StepRecord, policy: str) -> list[tuple[str, str]]:
         return [(f"⚠ reserve too late: committed {s.committed_blocks:,} blocks > GPU+CPU "
                  f"{s.capacity_blocks:,} with a swap-out's slack", "warn"),
                 (f"⚠ reserve too late ({pct:.0f}%)", "warn")]
-    return [(f"committed {s.committed_blocks:,}/{s.capacity_blocks:,} blocks ({pct:.0f}%)",
-             style), (f"commit {pct:.0f}%", style)]
+    mark = "⚠ " if over else ""  # a swap-out can overflow the CPU from here (signs.py)
+    return [(f"{mark}committed {s.committed_blocks:,}/{s.capacity_blocks:,} blocks ({pct:.0f}%)",
+             style), (f"{mark}commit {pct:.0f}%", style)]
 
 
 def v1_totals_text(s) -> list[tuple[str, str]]:
