@@ -17,9 +17,9 @@ must still be held.
 from __future__ import annotations
 
 import threading
-import time
 
 import msgspec
+from test_tui_live import wait_for  # the app's own state, no fixed sleeps
 
 from engine.analysis.verify import verify_file
 from engine.host import EngineHost
@@ -105,15 +105,6 @@ def test_without_a_key_each_hold_ends_by_itself_and_run_never_holds(tmp_path):
     headless.subscribe(lambda item: isinstance(item, StateChanged) and states.append(item))
     _run_to_end(headless)
     assert not [s for s in states if s.state == "paused"]
-
-
-async def wait_for(pilot, condition, what: str) -> None:
-    """Let the app run until `condition` holds (its own state; no fixed sleeps)."""
-    deadline = time.monotonic() + GUARD_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.05)
 
 
 async def test_f_three_seconds_after_the_first_sign_saves_the_seed(tmp_path):

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import msgspec
 from textual.binding import Binding
-from textual.timer import Timer
 
 from engine.exit_status import ExitStatus
 from engine.policy import parse_policy
@@ -88,8 +87,11 @@ class LiveScreen(RunScreen):
         *NAVIGATION,
     ]
     HELP_TITLE = "live monitor keys"
-    HELP_FOOTER = ("Click a decisions row (or enter) to pin that step in the detail pane. "
-                   "← → n N g move back through the run; end follows the newest step again.")
+    HELP_FOOTER = ("At each first sign of trouble the engine holds for a few seconds (the status "
+                   "says why, live --hold sets how long): f switches the fix on at that step, "
+                   "space goes on. Click a decisions row (or enter) to pin that step in the "
+                   "detail pane. ← → n N g move back through the run; end follows the newest "
+                   "step again.")
     PANEL_MODE = "live"
 
     def __init__(self, spec: RunSpec | None, open_source: SourceFactory, window: int = 2000,
@@ -118,8 +120,7 @@ class LiveScreen(RunScreen):
         self.refusal: str | None = None  # why the engine could not be reached: the app exits
         self.stream_over = False
         self.refused: dict[str, str] = {}  # policies the engine cannot take, and why
-        self.hold: Hold | None = None  # the engine holds at the first sign of trouble
-        self._hold_timer: Timer | None = None  # redraws the hold's countdown
+        self.hold: Hold | None = None  # the engine holds at a sign of trouble
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -183,19 +184,15 @@ class LiveScreen(RunScreen):
         self.draw()
 
     def _start_hold(self, hold: Hold) -> None:
-        self.hold = hold
-        if self._hold_timer is None:
-            self._hold_timer = self.set_interval(0.5, self.draw)
+        self.hold = hold  # `_tick` counts it down on the status
         self.notify(f"paused after step {hold.step - 1:,}: {hold.why}. {self.hints()[-1]}",
                     title="the first sign of trouble", timeout=4)
 
     def _end_hold(self, state: str) -> None:
         hold, self.hold = self.hold, None
-        if self._hold_timer is not None:
-            self._hold_timer.stop()
-            self._hold_timer = None
         if hold is not None and state == RunState.RUNNING and hold.left_s() <= 0.5:
-            self.notify(f"held after step {hold.step - 1:,} ({hold.why}); going on", timeout=3)
+            self.notify(f"going on after the pause at step {hold.step - 1:,} ({hold.why})",
+                        timeout=3)
 
     def on_policies_refused(self, message: PoliciesRefused) -> None:
         self.refused = message.refused
@@ -270,9 +267,9 @@ class LiveScreen(RunScreen):
         hold = self.hold
         if hold is not None and self.pending_policy is None:
             left = f"{hold.left_s():.0f} s"
-            return (f"⏸ {hold.why} after step {hold.step - 1:,}: {key} · space goes on · "
-                    f"on by itself in {left}", f"⏸ {key} · space goes on ({left})",
-                    f"⏸ f: {fix} · space: go on ({left})" if can else f"⏸ {key} ({left})")
+            return (f"‖ {hold.why} after step {hold.step - 1:,}: {key} · space goes on · "
+                    f"on by itself in {left}", f"‖ {key} · space goes on ({left})",
+                    f"‖ f: {fix} · space: go on ({left})" if can else f"‖ {key} ({left})")
         if self.view.policy == "off" and self.pending_policy is None:
             return (key,)
         return ()
@@ -358,8 +355,17 @@ class LiveScreen(RunScreen):
 
     def action_pick_policy(self) -> None:
         current = self.pending_policy or self.view.policy
+        held = self.hold is not None and self._send("pause")  # the hold must outlast the
+        # choosing: it becomes a plain pause, and the pick (or escape) goes on
+
+        def chosen(picked: str | None) -> None:
+            if picked:
+                self._choose_policy(picked)
+            if held:
+                self._send("resume")
+
         self.app.push_screen(PolicyPicker(current, self.view.engine, self.refused, self.fix),
-                             lambda picked: picked and self._choose_policy(picked))
+                             chosen)
 
     def _choose_policy(self, policy: str) -> None:
         if self.over:

@@ -44,9 +44,10 @@ def refusal_of(policy: str, refused: dict[str, str]) -> str | None:
 def option_text(name: str, description: str, options: tuple[tuple[str, str], ...],
                 fix: str | None = None) -> str:
     """`name  description`, the descriptions in one column: hand-padded names left the last
-    V1 one (`whole-context+least-computed`) 7 cells out of line. The preset's fix says so."""
+    V1 one (`whole-context+least-computed`) 7 cells out of line. The preset's fix (what `f`
+    switches on) is marked `← f`."""
     width = max(len(other) for other, _ in options)
-    mark = " (f: this run's fix)" if name == fix else ""
+    mark = " ← f" if name == fix else ""
     return f"{name:<{width}}  {description}{mark}"
 
 
