@@ -19,8 +19,10 @@ from __future__ import annotations
 import threading
 
 import msgspec
+import pytest
 from test_tui_live import wait_for  # the app's own state, no fixed sleeps
 
+from engine.adapters.versions import installed_engine
 from engine.analysis.verify import verify_file
 from engine.host import EngineHost
 from engine.host.attention import HOLD_S
@@ -32,6 +34,8 @@ from tui.launch import live_app
 from tui.live.live_screen import LiveScreen
 from tui.widgets.status_bar import StatusBar
 
+V1 = installed_engine() == "v1"
+v0_only = pytest.mark.skipif(V1, reason="the seed's presets run on a V0 release of vLLM")
 GUARD_S = 300.0  # a failure guard (the engine imports vLLM on a loaded machine), not a target
 REACTION_S = 3.0  # the person's reaction time: the acceptance's "wait 3 s, press f"
 
@@ -51,6 +55,7 @@ def _run_to_end(host: EngineHost) -> None:
     assert host.done.wait(GUARD_S), "the run did not end"
 
 
+@v0_only
 def test_a_held_run_switched_at_the_hold_equals_a_headless_toggle_and_verifies(tmp_path):
     spec = preset_spec("demo", policy="off").validated()
     held_path = tmp_path / "held.jsonl.zst"
@@ -82,6 +87,7 @@ def test_a_held_run_switched_at_the_hold_equals_a_headless_toggle_and_verifies(t
     assert verify_file(str(held_path)).ok
 
 
+@v0_only
 def test_without_a_key_each_hold_ends_by_itself_and_run_never_holds(tmp_path):
     """A hold goes on by itself after its seconds, and the next kind of sign holds again (the
     demo: its demand outgrows GPU + CPU, then its first group swaps out at step 100); a
@@ -107,6 +113,7 @@ def test_without_a_key_each_hold_ends_by_itself_and_run_never_holds(tmp_path):
     assert not [s for s in states if s.state == "paused"]
 
 
+@v0_only
 async def test_f_three_seconds_after_the_first_sign_saves_the_seed(tmp_path):
     """The acceptance, through the pilot: `observatory live` with no flags (the seed, live's
     default hold): the status shows the warning and says which key; three seconds later the
@@ -131,4 +138,37 @@ async def test_f_three_seconds_after_the_first_sign_saves_the_seed(tmp_path):
         assert view.last_step >= 1600
         changes = [i for i in view.items if isinstance(i, PolicyChanged)]
         assert [(c.step, c.new) for c in changes] == [(step + 1, "reserve")]
+        await pilot.press("q")
+
+
+@pytest.mark.skipif(not V1, reason="needs a V1 release of vLLM (e.g. the vllm033 extra)")
+async def test_v1_head_of_line_holds_at_the_stall_and_f_ends_it():
+    """v1-head-of-line's 612-step stall was over in two seconds at 300 steps/s: the engine now
+    holds once the watchdog speaks, and `f` switches skip-and-continue on there, which admits
+    the requests behind the head at once. Where this vLLM has no skip path (before 0.33) the
+    picker and `f` say so instead of sending a switch the engine would refuse."""
+    spec = preset_spec("v1-head-of-line", max_steps=1500).validated()
+    app = live_app(spec, None, hold_s=HOLD_S, pace=300)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen: LiveScreen = app.main_screen  # type: ignore[assignment]
+        # the engine says what it cannot take as soon as it is built, before its first step
+        await wait_for(pilot, lambda: screen.refused or screen.view.header, "the engine")
+        assert screen.fix == "skip-and-continue"
+        if "skip-and-continue" in screen.refused:  # 0.18 to 0.29: no skip path to go by
+            await pilot.press("f")
+            assert screen.pending_policy is None and screen.view.policy == "off"
+            await wait_for(pilot, lambda: "F picks a fix" in
+                           screen.query_one(StatusBar).render().plain, "the hint")
+            await pilot.press("q")
+            return
+        await wait_for(pilot, lambda: screen.hold is not None, "the hold")
+        assert screen.hold.why.startswith("no admission for 100 steps")
+        held_at = screen.hold.step
+        await pilot.press("f")
+        await wait_for(pilot, lambda: screen.view.policy_changes, "the switch")
+        assert screen.view.policy_changes[0].step == held_at
+        await wait_for(pilot, lambda: any(s.new for s in screen.view.steps[held_at:]),
+                       "an admission")
+        first = next(s.step for s in screen.view.steps[held_at:] if s.new)
+        assert first - held_at <= 10  # under off it lasted 612 steps (3 here on 0.34)
         await pilot.press("q")

@@ -109,7 +109,8 @@ async def test_runway_warns_when_short():
         screen.seek(480)  # swapping, far from the end
         await pilot.pause()
         second = lines(bar)[1]
-        assert runway_steps(second) > 150 and "⚠" not in second
+        assert runway_steps(second) > 150 and "⚠ swap runway" not in second
+        assert "⚠ committed" in second  # the demand outgrew GPU + CPU at step 1: still so
         screen.seek(700)  # 105 steps before the abort
         await pilot.pause()
         second = lines(bar)[1]
