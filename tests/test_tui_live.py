@@ -339,3 +339,23 @@ async def test_the_pace_keys_change_the_engines_pace_and_the_bar_says_it():
         await wait_for(pilot, lambda: "paced 1 steps/s" in bar(), "the new pace in the bar")
         await wait_for(pilot, lambda: len(screen.view.steps) > 1, "the next step, now due")
         await pilot.press("q")
+
+
+async def test_the_first_frame_says_where_it_records_and_each_stage_its_seconds(tmp_path):
+    """REC said "○ not recording" for two seconds while recording was on, and start-up said
+    "building the engine…" with no time: the first frame now says the recording, and the
+    status names the stage with its seconds until the first step, which the events keep."""
+    spec = preset_spec("demo", policy="reserve", max_steps=50).validated()
+    app = live_app(spec, str(tmp_path / "first.jsonl.zst"))
+    async with app.run_test(size=SIZE) as pilot:
+        screen: LiveScreen = app.main_screen  # type: ignore[assignment]
+        await pilot.pause()
+        first = status_text(app)
+        assert "● REC" in first and "not recording" not in first
+        if screen.view.header is None:  # still starting (it takes vLLM's import, seconds)
+            assert "s since launch" in first
+        await wait_for(pilot, lambda: screen.view.steps, "the first step")
+        notes = [e.text for e in screen.view.events if e.kind == "notice"]
+        stages = next(n for n in notes if n.startswith("first step on screen"))
+        assert "importing vLLM" in stages and "building the engine" in stages
+        await pilot.press("q")
