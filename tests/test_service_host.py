@@ -12,7 +12,7 @@ import pytest
 from engine.adapters.v0 import hooks as vllm_hooks
 from engine.host import EngineHost
 from engine.spec import preset_spec
-from engine.stream.protocol import Ack, Progress, RecordingStatus, StateChanged
+from engine.stream.protocol import Ack, Policies, Progress, RecordingStatus, StateChanged
 from engine.stream.reader import load
 from engine.stream.records import (EngineAborted, Header, ObserverError, PolicyChanged,
                                    RunFinished, StepRecord)
@@ -27,7 +27,8 @@ def run_host(host: EngineHost, timeout: float = 120) -> list:
 
 
 def records_only(items: list) -> list:
-    return [i for i in items if not isinstance(i, (Progress, RecordingStatus, StateChanged))]
+    return [i for i in items
+            if not isinstance(i, (Progress, RecordingStatus, StateChanged, Policies))]
 
 
 def test_host_records_exactly_what_it_streams(tmp_path):

@@ -32,6 +32,7 @@ SAMPLES: dict[str, tuple[str, str]] = {
     "num_cpu_blocks": ("300", "300"),
     "swap_space_gib": ("2", "2"),  # on the demo preset: must replace its 512 CPU blocks
     "block_size": ("32", "32"),
+    "max_model_len": ("1024", "1024"),
     "max_num_batched_tokens": ("1024", "1024"),
     "max_num_seqs": ("32", "32"),
     "enable_chunked_prefill": ("false", "false"),

@@ -158,6 +158,8 @@ class LiveScreen(RunScreen):
             if type(item) in STEP_TYPES:
                 if self.engine_state == RunState.STARTING:
                     self.engine_state, self.stage = RunState.RUNNING, ""
+                if not self.startup.shown:  # the first step: the start-up is over
+                    self.startup.shown = True
                     self.view.notice(self.startup.summary())
                 if item.policy == self.pending_policy:
                     self.pending_policy = None

@@ -39,6 +39,7 @@ class StartupClock:
         self.detail = ""
         self.stage_at = now
         self.done: list[tuple[str, float]] = []  # finished stages and their seconds
+        self.shown = False  # the first step is on screen (the summary was said)
         if now - self.since >= 0.05:  # the interpreter, the imports and the screen itself
             self.done.append(("the observatory's own start", now - self.since))
 
