@@ -12,16 +12,16 @@ g) is replay of what has arrived; `end` follows the newest step again.
 `f` switches the fix for what is on screen: off <-> the preset's own fix (engine.spec.
 PRESET_FIXES: `reserve` for the seed, `skip-and-continue` for v1-head-of-line...); `F` picks any
 policy, and shows those the engine cannot take (the engine's Policies message) disabled with
-the reason. A local engine holds at the first sign of trouble (engine.host.attention): the status
-says why, which key switches the fix on, and how long until the run goes on by itself.
+the reason. A local engine holds where each kind of sign of trouble first shows
+(engine.host.attention): the status says why, which key switches the fix on, and how long until
+the run goes on by itself.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
-
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 import msgspec
 from textual.binding import Binding
@@ -54,7 +54,7 @@ def fix_hint(fix: str) -> str:
 
 @dataclass(frozen=True)
 class Hold:
-    """The engine paused itself at the first sign of trouble (engine.host.attention)."""
+    """The engine paused itself at a sign of trouble (engine.host.attention)."""
 
     step: int  # the boundary it holds at (the steps before it have run)
     why: str  # "first swapped group"
@@ -188,7 +188,7 @@ class LiveScreen(RunScreen):
     def _start_hold(self, hold: Hold) -> None:
         self.hold = hold  # `_tick` counts it down on the status
         self.notify(f"paused after step {hold.step - 1:,}: {hold.why}. {self.hints()[-1]}",
-                    title="the first sign of trouble", timeout=4)
+                    title="a sign of trouble", timeout=4)
 
     def _end_hold(self, state: str) -> None:
         hold, self.hold = self.hold, None
