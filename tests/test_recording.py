@@ -660,6 +660,10 @@ def test_default_recording_path() -> None:
     when = datetime(2026, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
     assert default_recording_path(spec, when) == Path(
         "recordings/20260304T050607Z-seed-5578-watermark_0.5.jsonl.zst")
+    # a trace run is named for its trace, not for the default preset it carries
+    traced = preset_spec("v1-thrash", trace="/data/my trace.v2.jsonl", policy="off")
+    assert default_recording_path(traced, when) == Path(
+        "recordings/20260304T050607Z-trace-my_trace-off.jsonl.zst")
 
 
 def test_default_recording_path_never_overwrites(tmp_path: Path,

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import threading
 import time
 import zlib
@@ -58,14 +59,20 @@ RECORDINGS_DIR = "recordings"
 
 
 def default_recording_path(spec: Any, now: datetime | None = None) -> Path:
-    """`recordings/<UTC %Y%m%dT%H%M%SZ>-<preset>-<policy>.jsonl.zst`, relative to the cwd.
+    """`recordings/<UTC %Y%m%dT%H%M%SZ>-<workload>-<policy>.jsonl.zst`, relative to the cwd.
 
-    `spec` is an engine.spec.RunSpec (only `.preset` and `.policy` are read). ':' in a policy
-    ("watermark:0.5") becomes '_' so the name is a valid file name everywhere. Two runs started
-    in the same second must not overwrite each other, so an existing name gets `-2`, `-3`...
+    `spec` is an engine.spec.RunSpec (`.preset`, `.trace` and `.policy` are read). The workload
+    is the preset's name, or `trace-<file stem>` for a trace run (whose workload is the trace: a
+    trace run without --preset was named for the default preset, `v1-thrash`). ':' in a policy
+    ("watermark:0.5") and anything but letters, digits, '.', '_' and '-' in a trace's name
+    become '_', so the name is a valid file name everywhere. Two runs started in the same second
+    must not overwrite each other, so an existing name gets `-2`, `-3`...
     """
     stamp = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    stem = f"{stamp}-{spec.preset}-{str(spec.policy).replace(':', '_')}"
+    trace = getattr(spec, "trace", None)
+    workload = spec.preset if not trace else "trace-" + re.sub(
+        r"[^A-Za-z0-9._-]", "_", Path(trace).name.split(".")[0])[:40]
+    stem = f"{stamp}-{workload}-{str(spec.policy).replace(':', '_')}"
     path = Path(RECORDINGS_DIR) / f"{stem}.jsonl.zst"
     n = 1
     while path.exists():
