@@ -22,6 +22,10 @@ def test_the_setup_lines_of_every_release_seen_are_named():
                                            "deprecated and will be removed"),
         ("torch._library.opaque_object", "register_opaque_type is deprecated, use x"),
         ("torch.utils.cpp_extension", "No CUDA runtime is found, using CUDA_HOME='/usr/local'"),
+        ("vllm.platforms.cpu", "CPU backend prefers block_size is multiples of 32, otherwise "
+                               "the performance is not optimized."),  # V1 0.29
+        ("transformers.configuration_utils", "`torch_dtype` is deprecated! Use `dtype` "
+                                             "instead!"),  # V0 0.10.2
         # torch printed it before its logger was taken over: an engine child's captured fd 2
         ("stderr", "W1207 03:16:07.672000 14346 torch/_opaque_base.py:6] torch._opaque_base "
                    "is deprecated, use torch._custom_class_base instead"),
