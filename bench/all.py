@@ -74,6 +74,10 @@ FIGURES: tuple[Figure, ...] = (
     Figure("hunt-v1", "vllm034", ("bench/hunt_throughput.py",),
            ("bench/hunt_throughput.py", "--pairs", "1", "--cold", "1"),
            r"^(load average|pair \d|v1 )", _V1),
+    Figure("startup-v0", "vllm050", ("bench/startup.py", "--runs", "5", "--cold"),
+           ("bench/startup.py", "--runs", "1"), r"^startup v0"),
+    Figure("startup-v1", "vllm034", ("bench/startup.py", "--runs", "5", "--cold"),
+           ("bench/startup.py", "--runs", "1"), r"^startup v1", _V1),
 )
 """Every figure the page generates, in page order."""
 
