@@ -80,6 +80,10 @@ FIGURES: tuple[Figure, ...] = (
     Figure("fork-v0", "vllm050", ("bench/fork.py", "--kind", "v0"),
            ("bench/fork.py", "--kind", "v0"),
            r"^fork of"),
+    Figure("startup-v0", "vllm050", ("bench/startup.py", "--runs", "5", "--cold"),
+           ("bench/startup.py", "--runs", "1"), r"^startup v0"),
+    Figure("startup-v1", "vllm034", ("bench/startup.py", "--runs", "5", "--cold"),
+           ("bench/startup.py", "--runs", "1"), r"^startup v1", _V1),
 )
 """Every figure the page generates, in page order."""
 

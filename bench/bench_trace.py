@@ -4,7 +4,9 @@ Writes a synthetic Mooncake trace of --lines requests (default 1,000,000; 1 ms a
 of 200-1,500 tokens over 64 shared 512-token prefixes, outputs of 8-64) to a temporary file,
 then measures, in this process, on the installed vLLM (V0 or V1):
 
-  1. resolve: what `--trace` costs before the engine is built (the file's sha256 and format);
+  1. resolve: what `--trace` costs before the engine is built (the file's sha256 and format),
+     and the one read of the slice against the model's context before vLLM is imported
+     (engine.traces.source.check_fits; inside the build's time below);
   2. first step: from Session.run() to the first step record (the trace's first requests read,
      their prompts made, handed to vLLM, one step scheduled); the engine build before it does
      not depend on the trace and is printed apart;
@@ -61,7 +63,7 @@ def main() -> None:
 
     from engine.session import Session
     from engine.spec import RunSpec
-    from engine.traces.source import resolve
+    from engine.traces.source import check_fits, resolve
     from engine.workload import Workload
     from engine.stream.records import StepRecord, V1StepRecord
 
@@ -77,6 +79,10 @@ def main() -> None:
     t = time.perf_counter()
     resolved = resolve(spec)
     resolve_s = time.perf_counter() - t
+    t = time.perf_counter()
+    check_fits(resolved)
+    print(f"the read against the model's context before the engine is built: "
+          f"{time.perf_counter() - t:.1f} s")
 
     session = Session(spec)
     t = time.perf_counter()

@@ -51,18 +51,21 @@ FLUSH_TIMEOUT_S = 1.0
 
 
 def spawn_local(spec: RunSpec, record: str | None, *, client: str = "tui",
-                child_args: Sequence[str] = (), pace: float | None = None) -> EngineLink:
+                child_args: Sequence[str] = (), pace: float | None = None,
+                hold_s: float | None = None) -> EngineLink:
     """Start the engine for `spec` in a child process recording to `record` (a path, or None
     for no recording). Returns at once; raises ConfigError for a bad spec or `record == "-"`,
     EngineError if the process cannot be started.
     `child_args`: extra arguments for `python -m engine.child` (diagnostics and tests).
-    `pace`: steps per second (the Session's pace; wall clock only), or None."""
+    `pace`: steps per second (the Session's pace; wall clock only), or None; `hold_s`: hold
+    this long at the first sign of trouble (engine.host.attention), or None."""
     spec = spec.validated()
     if record == "-":
         raise ConfigError("the local engine records to a file: give a path or no recording")
     args = ["--spec", spec_json(spec)]
     args += ["--record", record] if record is not None else ["--no-record"]
     args += ["--pace", repr(float(pace))] if pace else []
+    args += ["--hold", repr(float(hold_s))] if hold_s else []
     parent_end, process, diagnostics = start_child("engine.child", [*args, *child_args],
                                                    hash_seed=spec.backend == "sim",
                                                    what="the engine process")
@@ -126,6 +129,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--record", help="recording path")
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--pace", type=float, help="steps per second (Session's pace)")
+    parser.add_argument("--hold", type=float, help="seconds to hold at the first sign of "
+                                                   "trouble (engine.host.attention)")
     parser.add_argument("--probe-fd2", metavar="TEXT",
                         help="write TEXT to fd 2 once it is captured (checks the capture)")
     return parser.parse_args(argv)
@@ -172,7 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from engine.stream.fanout import Fanout
     from engine.stream.server import serve_connection
 
-    host = EngineHost(spec, None if args.no_record else args.record, pace=args.pace)
+    host = EngineHost(spec, None if args.no_record else args.record, pace=args.pace,
+                      hold_s=args.hold)
     try:
         host.open_recording()
     except ConfigError as exc:

@@ -21,8 +21,10 @@ import os
 import threading
 from dataclasses import dataclass
 
-# logger name -> lowest level kept (transformers is chatty at INFO about config files)
-_CAPTURED = {"vllm": logging.INFO, "py.warnings": logging.WARNING, "transformers": logging.WARNING}
+# logger name -> lowest level kept (transformers is chatty at INFO about config files; torch
+# warns about its own deprecations and a missing CUDA runtime as vLLM imports it)
+_CAPTURED = {"vllm": logging.INFO, "py.warnings": logging.WARNING, "transformers": logging.WARNING,
+             "torch": logging.WARNING}
 _MAX_PENDING = 10_000
 
 
@@ -72,7 +74,9 @@ _handler = _CaptureHandler()
 
 
 def install() -> None:
-    """Route vLLM's (and transformers') log lines and Python warnings into memory. Idempotent."""
+    """Route vLLM's (transformers', torch's) log lines and Python warnings into memory.
+    Idempotent. torch gives each of its own loggers a stderr handler as it is imported: called
+    again once torch is (engine.adapters.driver.import_vllm), it takes those over too."""
     logging.captureWarnings(True)
     for name, level in _CAPTURED.items():
         logger = logging.getLogger(name)
@@ -83,6 +87,11 @@ def install() -> None:
             logger.addHandler(_handler)
         logger.setLevel(level)
         logger.propagate = False
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if name.startswith("torch.") and isinstance(logger, logging.Logger):
+            for handler in list(logger.handlers):  # torch's own: theirs go to "torch", ours
+                logger.removeHandler(handler)
+            logger.propagate = True
 
 
 def drain() -> list[CapturedLine]:

@@ -63,6 +63,8 @@ class Setting:
     parse: Callable[[str], Any] | None = None
     check: Callable[[Any], None] | None = None
     append: bool = False
+    default_text: str | None = None  # what --help says the default is, where it is not the
+    # field's value (the preset's depends on the installed vLLM)
 
 
 @dataclass(frozen=True)
@@ -334,6 +336,8 @@ def add_flags(cls: type, group: Any) -> None:
         s = option.setting
         default = option.default
         shown = "" if default is None or s.parse is not None else f" (default: {default})"
+        if s.default_text is not None:
+            shown = f" (default: {s.default_text})"
         if option.kind is bool:
             group.add_argument(option.flag, dest=option.name, default=None,
                                action=argparse.BooleanOptionalAction, help=s.help + shown)

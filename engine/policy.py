@@ -70,7 +70,6 @@ V1_VICTIM = ("least-computed",)  # V1 victim choices (at most one)
 V1_ORDER = ("skip-and-continue",)  # V1 waiting-scan orders (at most one)
 V1_SEATS = ("per-iteration-count",)  # V1 seat counts under async scheduling (at most one)
 V1_NAMES = (*V1_ADMISSION, *V1_VICTIM, *V1_ORDER, *V1_SEATS)
-V1_CYCLE = ("off", "full-isl", "whole-context", "whole-context+least-computed")
 POLICY_NAMES = ("off", "strict", "watermark", "reserve", *V1_NAMES)
 DEFAULT_WATERMARK = 0.5
 ENGINE_KINDS: dict[str, tuple[str, ...]] = {
@@ -272,19 +271,3 @@ def _parse_v1(text: str, lowered: str) -> Policy:
                           f"rule (full-isl or whole-context), at most least-computed and at "
                           f"most skip-and-continue")
     return Policy("+".join((*admission, *victim, *order, *seats)))
-
-
-def next_policy(current: Policy, kind: str = "v0") -> Policy:
-    """The cycle behind the TUI's `f` key: off -> strict -> watermark -> reserve -> off on V0; on V1
-    off -> full-isl -> whole-context -> whole-context+least-computed -> off."""
-    if kind == "v1":
-        name = str(current)
-        i = V1_CYCLE.index(name) if name in V1_CYCLE else -1
-        return Policy(V1_CYCLE[(i + 1) % len(V1_CYCLE)])
-    if current.name == "off":
-        return Policy("strict")
-    if current.name == "strict":
-        return Policy("watermark", current.watermark)
-    if current.name == "watermark":
-        return Policy("reserve")
-    return Policy("off")

@@ -41,12 +41,17 @@ person can follow: a step starts no sooner than 1/pace seconds after the one bef
 clock only, never a decision: the wait is spent blocked on the command queue (a Stop, a Pause or
 a policy switch applies at once, not at the next due step), and no record field but the measured
 `wall_s` can differ from an unpaced run. It is not a RunSpec field, so recordings and `verify`
-never see it.
+never see it. A hold (`hold(seconds, why)`, engine.host.attention: the live monitor's pause at
+the first sign of trouble) is the same kind of wait: a pause that goes on by itself after
+`seconds`, or as soon as any command arrives (the `f` that switches the fix applies at the
+step it was held at, and the run goes on).
 
 Once the initial requests are added the session moves everything alive into the garbage
 collector's permanent generation (`gc.freeze()`): the seed's 10,000 requests are ~80,000
 sequences that every full collection would otherwise re-scan (0.2-0.8 s each), which costs the
-engine 20-30% of its steps/s (bench/bench_engine.py measures it).
+engine 20-30% of its steps/s (bench/bench_engine.py measures it). While they are added the
+collector is off (one collection just before): the full collections their allocations set off
+re-scanned everything added so far, and took most of the seed's start-up (bench/startup.py).
 """
 
 from __future__ import annotations
@@ -62,7 +67,8 @@ import msgspec
 
 from engine import logs
 from engine.adapters import device_info
-from engine.adapters.driver import (Arrived, EngineDriver, HookError, installed_engine_kind,
+from engine.adapters.driver import (Arrived, EngineDriver, HookError, import_vllm,
+                                    installed_engine_kind,
                                    open_driver)
 from engine.adapters.policy_support import require_policy
 from engine.analysis import progress
@@ -81,7 +87,9 @@ from engine.workload import Request, Workload
 Done = Callable[[bool, str, int], None]
 """Command callback: (applied, one-line message, step it applied at)."""
 ProgressFn = Callable[[str, str], None]
-StateFn = Callable[[RunState, int], None]
+StateFn = Callable[[RunState, int, str, "float | None"], None]
+"""(state, step, why, hold_s): `why` and `hold_s` say why a hold paused the run and for how
+many seconds ("" and None otherwise)."""
 
 # vLLM's fcfs policy orders by arrival_time. The seed's add_request loop stamps each request with
 # a distinct, increasing time.time(); requests arriving at the same simulated instant get stamps
@@ -102,7 +110,14 @@ class _Wake(msgspec.Struct, frozen=True):
     """Internal: wakes a paced wait so that it is re-timed (Session.set_pace)."""
 
 
-_Queued = SetPolicy | AddBurst | Pause | Resume | Stop | _AtBoundary | _Wake
+class _Hold(msgspec.Struct, frozen=True):
+    """Internal: pause for `seconds` at the next boundary, saying `why` (Session.hold)."""
+
+    seconds: float
+    why: str
+
+
+_Queued = SetPolicy | AddBurst | Pause | Resume | Stop | _AtBoundary | _Wake | _Hold
 
 
 def _check_pace(pace: float | None) -> float | None:
@@ -161,7 +176,8 @@ class Session:
         self._thread: threading.Thread | None = None
         self._policy = parse_policy(spec.policy)
         self._on_progress = on_progress or (lambda stage, detail: None)
-        self._on_state = on_state or (lambda state, step: None)
+        self._on_state = on_state or (lambda state, step, why, hold_s: None)
+        self._hold_until: float | None = None  # perf_counter() a hold ends at (None: none)
         self._freeze_gc = freeze_gc
         self._sink_fault: _ObserverFault | None = None
         self._broken_sink: Sink | None = None
@@ -200,6 +216,11 @@ class Session:
         kind = installed_engine_kind()  # refused before the engine is built, in one line
         for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
             require_policy(policy, kind)
+        if spec.trace is not None:  # its lines against the model's context, before the build
+            self._on_progress("checking the trace", "")
+            trace_source.check_fits(spec)
+        self._on_progress("importing vLLM", "")
+        import_vllm(spec)
         self._on_progress("building the engine", "")
         driver = self._warm or open_driver(spec, self._policy)
         self._on_progress("building the engine", driver.blocks_line())
@@ -268,6 +289,12 @@ class Session:
         self.set_pace(None if pace > MAX_PACE else pace)
         return self._pace
 
+    def hold(self, seconds: float, why: str) -> None:
+        """Pause at the next step boundary for `seconds` of wall clock, saying `why`; any
+        command that arrives meanwhile ends the hold (and then applies). Any thread; wall clock
+        only, like the pace: no record says it, no decision changes."""
+        self._submit(_Hold(float(seconds), why), "", None)
+
     def report_sink_failure(self, sink: Sink, exc: BaseException) -> None:
         """A sink of a sink (e.g. EngineHost's subscribers) failed: end the run at the next
         step boundary with an ObserverError naming it. Any thread (the first report wins)."""
@@ -292,18 +319,24 @@ class Session:
         watch = threading.Thread(target=self._watch_steps, name="observatory-guard", daemon=True)
         watch.start()
         try:
-            pending = self._workload.initial()
-            upcoming: Request | None = next(pending, None)
-            first: list[Request] = []
-            while upcoming is not None and upcoming.due(0, 0.0):
-                first.append(upcoming)
-                upcoming = next(pending, None)
-            self._on_progress(f"adding {len(first):,} requests", "")
-            first_tokens = self._add_requests(first)
-            if self._freeze_gc:
-                gc.collect()
-                gc.freeze()
-                frozen = True
+            if self._freeze_gc:  # one collection now, while the heap is small, and none while
+                gc.collect()  # the requests go in: each automatic full collection re-scanned
+                gc.disable()  # what was added so far (the seed's: 2-3 s of its start-up)
+            try:
+                self._on_progress("making the workload", "")
+                pending = self._workload.initial()
+                upcoming: Request | None = next(pending, None)
+                first: list[Request] = []
+                while upcoming is not None and upcoming.due(0, 0.0):
+                    first.append(upcoming)
+                    upcoming = next(pending, None)
+                self._on_progress(f"adding {len(first):,} requests", "")
+                first_tokens = self._add_requests(first) if first else []
+            finally:
+                if self._freeze_gc:
+                    gc.freeze()  # what is alive now lives as long as the run
+                    gc.enable()
+                    frozen = True
             self._on_progress("first step", "")
             self._set_state(RunState.RUNNING, 0)
             stream.begin()
@@ -457,9 +490,10 @@ class Session:
         self._set_state(state_for_end(reason), step)
         self._stream.finish(reason)
 
-    def _set_state(self, state: RunState, step: int) -> None:
+    def _set_state(self, state: RunState, step: int, why: str = "",
+                   hold_s: float | None = None) -> None:
         self.state = state
-        self._on_state(state, step)
+        self._on_state(state, step, why, hold_s)
 
     def _submit(self, command: _Queued, source: str, done: Done | None) -> None:
         with self._accepting:
@@ -488,20 +522,27 @@ class Session:
             return False
         while True:
             block, timeout = self._paused, None
-            if not block and self._pace is not None and self._last_start is not None:
+            if self._hold_until is not None:
+                timeout = max(0.0, self._hold_until - time.perf_counter())
+            elif not block and self._pace is not None and self._last_start is not None:
                 wait = self._last_start + 1.0 / self._pace - time.perf_counter()
                 block, timeout = wait > 0, max(wait, 0.0)
             try:
                 command, source, done = self._commands.get(block=block, timeout=timeout)
             except queue.Empty:
-                return False
+                if self._hold_until is None:
+                    return False
+                self._end_hold(step)  # its time is up: go on
+                continue
             kind = type(command)
+            if self._hold_until is not None and kind is not _Hold:
+                self._end_hold(step)  # someone acted: the hold has done its job
             try:
                 ok, message = _APPLY[kind](self, command, source, step, sim_s)
             except (_ObserverFault, _EngineFault):
                 raise
             except Exception as exc:
-                name = "call" if kind is _AtBoundary else command.op
+                name = "call" if kind is _AtBoundary else getattr(command, "op", "hold")
                 raise _ObserverFault(f"command {name}", exc) from exc
             if done is not None:
                 done(ok, message, step)
@@ -553,6 +594,19 @@ class Session:
                     sim_s: float) -> tuple[bool, str]:
         return True, ""
 
+    def _apply_hold(self, command: _Hold, source: str, step: int,
+                    sim_s: float) -> tuple[bool, str]:
+        if self._paused:
+            return False, "already paused"
+        self._paused = True
+        self._hold_until = time.perf_counter() + command.seconds
+        self._set_state(RunState.PAUSED, step, command.why, command.seconds)
+        return True, ""
+
+    def _end_hold(self, step: int) -> None:
+        self._paused, self._hold_until = False, None
+        self._set_state(RunState.RUNNING, step)
+
     def _apply_call(self, command: _AtBoundary, source: str, step: int,
                     sim_s: float) -> tuple[bool, str]:
         return command.fn(step)
@@ -580,5 +634,5 @@ class Session:
 
 _APPLY = {SetPolicy: Session._apply_policy, AddBurst: Session._apply_burst,
           Pause: Session._apply_pause, Resume: Session._apply_resume, Stop: Session._apply_stop,
-          _AtBoundary: Session._apply_call, _Wake: Session._apply_wake}
+          _AtBoundary: Session._apply_call, _Wake: Session._apply_wake, _Hold: Session._apply_hold}
 """What each queued command does, by type: every command type has exactly one entry."""

@@ -75,8 +75,11 @@ class RunSpec(msgspec.Struct, kw_only=True):
     preset: Annotated[str, Setting("workload preset: seed-5578, seed-5578-fitted, demo (V0); v1-thrash, "
                                    "v1-concurrent-prefill, v1-head-of-line, v1-async-seats, v1-prefix-offload "
                                    "(V1); recorded (a recording's re-run: the defaults, its "
-                                   "engine's settings given)",
-                                   metavar="NAME")] = "seed-5578"
+                                   "engine's settings given); one of the other engine kind is "
+                                   "refused, naming the install command",
+                                   metavar="NAME",
+                                   default_text="seed-5578 where the installed vLLM runs V0, "
+                                                "v1-thrash where it runs V1")] = "seed-5578"
     # None: opt-125m (sim: packaged config; gpu: facebook/opt-125m)
     model: Annotated[str | None, Setting(
         "sim: packaged config name or dir with config.json; gpu: hub id or local path "
@@ -86,8 +89,9 @@ class RunSpec(msgspec.Struct, kw_only=True):
     # None: vLLM derives it from the model's config (a re-run of a user's engine gives the
     # one that engine had: engine.analysis.rerun)
     max_model_len: Annotated[int | None, Setting(
-        "the model's context in tokens (default: what vLLM derives from the model's config)",
-        lo=1, hi=10_000_000)] = None
+        "the model's context in tokens, vLLM's max_model_len: a prompt and its output must fit "
+        "it (default: the model config's, and at most that)", lo=1, hi=10_000_000,
+        metavar="TOKENS")] = None
 
     # vLLM engine knobs (the seed's values by default)
     num_gpu_blocks: Annotated[int, Setting(
@@ -421,6 +425,39 @@ PRESETS: dict[str, dict[str, Any]] = {
         "burst_size": 8,
     },
 }
+
+
+PRESET_FIXES: dict[str, str] = {
+    # `reserve`, not `strict`: strict saves the seed on 0.5.0.post1 only and delays the abort
+    # (0.6.3) or changes nothing (0.7.3, 0.10.2); reserve cannot abort on any V0 release
+    "seed-5578": "reserve",
+    "seed-5578-fitted": "reserve",
+    "demo": "reserve",
+    "v1-thrash": "whole-context",  # #25538: resume only when the whole context fits
+    "v1-concurrent-prefill": "whole-context",  # full-isl is on already; whole-context counts
+    # what the prefills in flight still claim
+    "v1-head-of-line": "skip-and-continue",  # #31731, PR #35852
+    "v1-async-seats": "per-iteration-count",  # #45257, PR #45339
+    "v1-prefix-offload": "whole-context",  # no bug of its own: the V1 engine's usual fix
+}
+"""The policy each preset's `f` switches on (the live monitor's `f`: off <-> this fix): the
+one that answers the bug the preset reproduces. Every preset has an entry."""
+ENGINE_FIXES = {"v0": "reserve", "v1": "whole-context"}
+"""The fix for a run whose preset names none (an attached engine's stream)."""
+
+
+def preset_engine(preset: str) -> str:
+    """The engine kind a preset is made for ("v0", "v1"): the V1 presets are named v1-*."""
+    return "v1" if preset.startswith("v1-") else "v0"
+
+
+def preset_fix(preset: str | None, engine: str) -> str:
+    """The fix `f` switches on for a run of `preset` on an `engine` kind ("v0", "v1"): the
+    preset's own when it is that engine's, else the engine's usual one."""
+    fix = PRESET_FIXES.get(preset or "")
+    if fix is not None and engine in parse_policy(fix).engine_kinds:
+        return fix
+    return ENGINE_FIXES.get(engine, "reserve")
 
 
 def preset_spec(name: str, **overrides: Any) -> RunSpec:

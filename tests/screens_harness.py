@@ -14,8 +14,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 
+from engine.spec import preset_fix
 from engine.stream.reader import load
 from engine.stream.records import EngineAborted, RunFinished
+from tui.live.live_screen import fix_hint
 from tui.widgets.help_screen import HelpScreen, describe_bindings
 from tui.widgets.key_footer import KeyFooter
 from tui.widgets.run_panel import RunPanel
@@ -54,7 +56,8 @@ def live_status(view: RunView, **overrides) -> Status:
                   steps_per_s=63.0, show_wall=True, recording=RECORDING_PATH,
                   recording_bytes=23_456,
                   hint="press R to restart" if over else
-                  ("press f to switch the fix on" if view.policy == "off" else ""))
+                  (fix_hint(preset_fix(view.header.spec.get("preset"), view.engine))
+                   if view.policy == "off" else ""))
     fields.update(overrides)
     return Status(**fields)
 
@@ -63,10 +66,10 @@ class PanelScreen(Screen):
     """RunPanel plus the footer; `seek` moves a replay-style cursor."""
 
     BINDINGS = [
-        Binding("f", "noop('f')", "fix: cycle policy"),
+        Binding("f", "noop('f')", "fix on/off"),
         Binding("space", "noop('space')", "pause/resume"),
-        Binding("left_square_bracket", "noop('[')", "slower", key_display="["),
-        Binding("right_square_bracket", "noop(']')", "faster", key_display="]"),
+        Binding("less_than_sign", "noop('<')", "slower", key_display="<"),
+        Binding("greater_than_sign", "noop('>')", "faster", key_display=">"),
         Binding("r", "noop('r')", "record on/off"),
         Binding("R", "noop('R')", "restart"),
         Binding("question_mark", "help", "help", key_display="?"),

@@ -17,8 +17,7 @@ from vllm.sequence import Logprob, Sequence, SequenceGroup, SequenceStatus
 
 from engine.adapters.v0 import hooks as vllm_hooks
 from engine.errors import ConfigError
-from engine.policy import (Demand, Policy, PrefillGate, admissible, next_policy, parse_policy,
-                           withholds_prefills)
+from engine.policy import Demand, Policy, PrefillGate, admissible, parse_policy, withholds_prefills
 
 BLOCK = 4
 _ids = itertools.count()
@@ -212,11 +211,9 @@ def test_rule(gate, strict, wm50):
     assert withholds_prefills(Policy("watermark", 0.5), gate) is wm50
 
 
-def test_parse_and_cycle():
+def test_parse():
     assert parse_policy("watermark") == Policy("watermark", 0.5)
     assert str(parse_policy("WATERMARK:0.25")) == "watermark:0.25"
-    assert [str(p) for p in itertools.islice(_cycle(Policy("off")), 5)] == [
-        "strict", "watermark:0.5", "reserve", "off", "strict"]
     assert parse_policy(" Reserve ") == Policy("reserve")
     for bad in ("fast", "watermark:0", "watermark:1.5", "watermark:x", "strict:0.5", "",
                 "reserve:x", "reserve:0.5", "reserve:"):
@@ -250,8 +247,3 @@ def test_reserve_guarantee_and_too_late():
     # every victim has one sequence and can be recomputed instead: nothing can abort
     assert Demand(blocks=5000, capacity=1000, recomputable=True).guaranteed
 
-
-def _cycle(policy):
-    while True:
-        policy = next_policy(policy)
-        yield policy

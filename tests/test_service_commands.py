@@ -52,12 +52,14 @@ def test_the_router_has_exactly_one_check_per_command_type():
 
 
 def test_the_session_applies_every_command_but_recording_which_is_not_its_own():
-    from engine.session import _APPLY, _AtBoundary, _Wake
+    from engine.session import _APPLY, _AtBoundary, _Hold, _Wake
 
     # ToggleRecording reaches the session as an _AtBoundary call into the RecordingController;
     # SetPace is no step-boundary command (wall clock only): Session.scale_pace applies it at
-    # once and queues a _Wake to re-time a paced wait.
-    assert set(_APPLY) == set(COMMAND_TYPES) - {ToggleRecording, SetPace} | {_AtBoundary, _Wake}
+    # once and queues a _Wake to re-time a paced wait. A hold (engine.host.attention) is the
+    # session's own: no client sends it.
+    assert set(_APPLY) == set(COMMAND_TYPES) - {ToggleRecording, SetPace} | {_AtBoundary, _Wake,
+                                                                             _Hold}
 
 
 @pytest.mark.parametrize("line, message", [

@@ -12,7 +12,7 @@ import pytest
 from engine.adapters.v0 import hooks as vllm_hooks
 from engine.host import EngineHost
 from engine.spec import preset_spec
-from engine.stream.protocol import Ack, Progress, RecordingStatus, StateChanged
+from engine.stream.protocol import Ack, Policies, Progress, RecordingStatus, StateChanged
 from engine.stream.reader import load
 from engine.stream.records import (EngineAborted, Header, ObserverError, PolicyChanged,
                                    RunFinished, StepRecord)
@@ -27,7 +27,8 @@ def run_host(host: EngineHost, timeout: float = 120) -> list:
 
 
 def records_only(items: list) -> list:
-    return [i for i in items if not isinstance(i, (Progress, RecordingStatus, StateChanged))]
+    return [i for i in items
+            if not isinstance(i, (Progress, RecordingStatus, StateChanged, Policies))]
 
 
 def test_host_records_exactly_what_it_streams(tmp_path):
@@ -36,7 +37,7 @@ def test_host_records_exactly_what_it_streams(tmp_path):
     items = run_host(host)
     stages = [i.stage for i in items if isinstance(i, Progress)]
     assert stages == ["importing vLLM", "building the engine", "building the engine",
-                      "adding 48 requests", "first step"]
+                      "making the workload", "adding 48 requests", "first step"]
     assert "512 GPU blocks, 512 CPU blocks" in [i.detail for i in items
                                                 if isinstance(i, Progress)][2]
     # Every Progress comes before the Header: the Header means "the first step is next".

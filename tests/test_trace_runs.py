@@ -1,7 +1,7 @@
 """Runs from traces (--trace) through the installed engine, V0 or V1 (the same file runs in
 every venv; V1 needs PYTHONHASHSEED=0): every request of each format's fixture finishes with
-its forced lengths and its line number as its id, two runs decide the same, a bad row mid-run
-is one line and exit 2, and `verify` replays a trace recording and refuses a changed trace."""
+its forced lengths and its line number as its id, two runs decide the same, a bad row is one
+line and exit 2 before the engine is built, and `verify` replays a trace recording and refuses a changed trace."""
 
 from __future__ import annotations
 
@@ -99,7 +99,9 @@ def _observatory(*args: str) -> subprocess.CompletedProcess:
                           text=True, cwd=ROOT, timeout=600)
 
 
-def test_a_bad_row_mid_run_is_one_line_and_exit_2(tmp_path):
+def test_a_bad_row_is_one_line_and_exit_2_before_the_engine_is_built(tmp_path):
+    """The trace is read once against the model's context before vLLM loads (on V1 a bad line
+    came after a 48-s build): a bad row anywhere in it is refused then, in one line."""
     lines = (FIXTURES / "burstgpt.csv").read_text().splitlines()
     lines[20] = lines[20].split(",", 1)[0] + ",ChatGPT,12x,5,17,Conversation log"
     path = tmp_path / "bad.csv"
@@ -108,8 +110,7 @@ def test_a_bad_row_mid_run_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == ExitStatus.USAGE, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if "line 21" in line]
     assert len(errors) == 1 and str(path) in errors[0], proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert json.loads(proc.stdout)["end_reason"] == "bad_trace"  # the run so far is kept
+    assert "Traceback" not in proc.stderr and proc.stdout == ""  # nothing ran
 
 
 def test_verify_replays_a_trace_recording_and_refuses_a_changed_trace(tmp_path):

@@ -19,7 +19,7 @@ from tui.widgets.abort_banner import AbortBanner
 from tui.widgets.event_log import EventLog
 from tui.widgets.key_footer import KeyFooter
 from tui.launch import live_app
-from tui.live.live_screen import HINT_OFF, LiveScreen
+from tui.live.live_screen import LiveScreen, fix_hint
 from tui.widgets.status_bar import StatusBar
 
 SIZE = (160, 50)
@@ -65,20 +65,20 @@ async def test_f_shows_pending_at_once_then_the_engine_applies_it(tmp_path):
         screen: LiveScreen = app.main_screen  # type: ignore[assignment]
         await wait_for(pilot, lambda: len(screen.view.steps) > 5, "the first steps")
         assert screen.view.policy == "strict"
-        screen.action_cycle_policy()  # what `f` does; the frame it paints is checked at once
-        assert "→ watermark:0.5…" in status_text(app)
+        screen.action_toggle_fix()  # what `f` does; the frame it paints is checked at once
+        assert "→ reserve…" in status_text(app)  # strict is not the demo's fix: f goes to it
         await wait_for(pilot, lambda: screen.view.policy_changes, "the policy change")
-        await wait_for(pilot, lambda: screen.view.policy == "watermark:0.5", "a governed step")
+        await wait_for(pilot, lambda: screen.view.policy == "reserve", "a governed step")
         # the next frame (not necessarily this instant's) drops the pending mark
-        await wait_for(pilot, lambda: "→ watermark:0.5…" not in status_text(app),
+        await wait_for(pilot, lambda: "→ reserve…" not in status_text(app),
                        "the pending mark to go")
         pid = engine_pid(screen)
         await pilot.press("q")
     wait_for_exit(pid)
     recording = load(path)
     changes = [i for i in recording.items if isinstance(i, PolicyChanged)]
-    assert [(c.old, c.new, c.source) for c in changes] == [("strict", "watermark:0.5", "tui")]
-    assert recording.step(changes[0].step).policy == "watermark:0.5"
+    assert [(c.old, c.new, c.source) for c in changes] == [("strict", "reserve", "tui")]
+    assert recording.step(changes[0].step).policy == "reserve"
     assert recording.step(changes[0].step - 1).policy == "strict"
     assert recording.finished is not None and recording.finished.reason == "stopped"
 
@@ -96,11 +96,11 @@ async def test_f_while_paused_stays_pending_until_a_step_runs_under_it():
         await pilot.press("f")
         await wait_for(pilot, lambda: screen.view.policy_changes, "the engine taking it")
         await pilot.pause()
-        assert screen.view.policy == "off"  # no step has run under strict yet
-        assert "→ strict…" in status_text(app) and HINT_OFF not in status_text(app)
+        assert screen.view.policy == "off"  # no step has run under reserve yet
+        assert "→ reserve…" in status_text(app) and fix_hint("reserve") not in status_text(app)
         await pilot.press("space")
-        await wait_for(pilot, lambda: screen.view.policy == "strict", "a governed step")
-        await wait_for(pilot, lambda: "→ strict…" not in status_text(app), "the mark to go")
+        await wait_for(pilot, lambda: screen.view.policy == "reserve", "a governed step")
+        await wait_for(pilot, lambda: "→ reserve…" not in status_text(app), "the mark to go")
         await pilot.press("q")
 
 
@@ -148,7 +148,7 @@ async def test_hint_pause_burst_and_restart():
         await pilot.press("space")
         await wait_for(pilot, lambda: screen.engine_state == "paused", "the pause")
         assert screen.view.steps == [] or len(screen.view.steps) < 5
-        await wait_for(pilot, lambda: HINT_OFF in status_text(app), "the hint")
+        await wait_for(pilot, lambda: fix_hint("reserve") in status_text(app), "the hint")
         footer = screen.query_one(KeyFooter)
         await wait_for(pilot, lambda: "space" in footer.shown_keys, "the footer")
         assert "R" not in footer.shown_keys  # restart does nothing while the run goes on
@@ -165,14 +165,14 @@ async def test_hint_pause_burst_and_restart():
         assert not {"space", "r", "a"} & set(footer.shown_keys)
         first_source = screen.source
         await pilot.press("f")  # the run is over: the choice applies to the restart
-        assert "R restarts with strict" in status_text(app)
+        assert "R restarts with reserve" in status_text(app)
         assert screen.view.policy == "off"  # the finished run stays as it was
         await pilot.press("R")
-        assert screen.view.policy == "strict"  # planned at once, before the engine starts
+        assert screen.view.policy == "reserve"  # planned at once, before the engine starts
         await wait_for(pilot, lambda: screen.source is not first_source
                        and screen.view.steps, "the restarted run")
-        assert screen.view.header is not None and screen.view.header.spec["policy"] == "strict"
-        assert screen.view.steps[0].policy == "strict"
+        assert screen.view.header is not None and screen.view.header.spec["policy"] == "reserve"
+        assert screen.view.steps[0].policy == "reserve"
         assert not screen.query_one(AbortBanner).has_class("-visible")
         await wait_for(pilot, lambda: "space" in footer.shown_keys, "pause again")
         assert "R" not in footer.shown_keys
@@ -270,7 +270,8 @@ async def test_restart_after_an_abort_records_under_the_policy_it_runs(tmp_path,
         first = list(screen.recordings)
         assert len(first) == 1 and first[0].endswith("-demo-off.jsonl.zst")
         first_pid = engine_pid(screen)
-        await pilot.press("f", "f")  # off → strict → watermark:0.5, both for the restart
+        await pilot.press("F")  # the picker: watermark at its default level, for the restart
+        await pilot.press("down", "down", "enter")
         assert "R restarts with watermark:0.5" in status_text(app)
         await pilot.press("R")
         await wait_for(pilot, lambda: len(screen.recordings) == 2 and screen.view.steps,
@@ -337,4 +338,24 @@ async def test_the_pace_keys_change_the_engines_pace_and_the_bar_says_it():
         await pilot.press("greater_than_sign")
         await wait_for(pilot, lambda: "paced 1 steps/s" in bar(), "the new pace in the bar")
         await wait_for(pilot, lambda: len(screen.view.steps) > 1, "the next step, now due")
+        await pilot.press("q")
+
+
+async def test_the_first_frame_says_where_it_records_and_each_stage_its_seconds(tmp_path):
+    """REC said "○ not recording" for two seconds while recording was on, and start-up said
+    "building the engine…" with no time: the first frame now says the recording, and the
+    status names the stage with its seconds until the first step, which the events keep."""
+    spec = preset_spec("demo", policy="reserve", max_steps=50).validated()
+    app = live_app(spec, str(tmp_path / "first.jsonl.zst"))
+    async with app.run_test(size=SIZE) as pilot:
+        screen: LiveScreen = app.main_screen  # type: ignore[assignment]
+        await pilot.pause()
+        first = status_text(app)
+        assert "● REC" in first and "not recording" not in first
+        if screen.view.header is None:  # still starting (it takes vLLM's import, seconds)
+            assert "s since launch" in first
+        await wait_for(pilot, lambda: screen.view.steps, "the first step")
+        notes = [e.text for e in screen.view.events if e.kind == "notice"]
+        stages = next(n for n in notes if n.startswith("first step on screen"))
+        assert "importing vLLM" in stages and "building the engine" in stages
         await pilot.press("q")

@@ -20,14 +20,14 @@ def test_a_long_start_up_stage_is_shortened_not_wrapped_over_the_hint():
     """At 80 columns (78 inside the padding) the V0 demo's start-up stage pushed line 1 past
     the edge: Textual wrapped it, and `tokens)… ●REC` covered the hint on line 2."""
     status = Status(state="starting", stage=LONG_STAGE, recording="recordings/r.jsonl.zst",
-                    hint="press f to switch the fix on")
+                    hint="f switches reserve on")
     line1, line2 = StatusBar.compose_text(RunView(), status, width=78).plain.split("\n")
     assert cell_len(line1) <= 78
     assert line1.rstrip().endswith("●REC")  # the recording indicator stays on line 1
     assert "building the engine (8,192 GPU blocks" in line1  # shortened, not dropped
     shown = line1.split("…")[0].split("building the engine")[1]
     assert f"{shown} " in LONG_STAGE or shown == LONG_STAGE  # cut at a word's end
-    assert "press f to switch the fix on" in line2
+    assert "f switches reserve on" in line2
     wide = StatusBar.compose_text(RunView(), status, width=198).plain.split("\n")[0]
     assert LONG_STAGE in wide  # where it fits, all of it
 
@@ -37,14 +37,14 @@ def test_every_policy_name_is_whole_in_the_decisions_table_at_80_columns():
     `watermark:0.5` to `watermar`. Each shows whole, in its long or its short form."""
     import msgspec
 
-    from engine.policy import V1_CYCLE
     from engine.stream.reader import load
     from screens_harness import OFF, V1_OFF
     from tui.widgets.decisions_table import COLUMNS, V1_COLUMNS, cell, layout_columns
     from tui.widgets.status_bar import short_policy
 
     cases = [(V1_OFF, V1_COLUMNS, "v1policy",
-              [*V1_CYCLE, "least-computed", "full-isl+least-computed", "skip-and-continue",
+              ["off", "full-isl", "whole-context", "whole-context+least-computed",
+               "least-computed", "full-isl+least-computed", "skip-and-continue",
                "full-isl+skip-and-continue"]),
              (OFF, COLUMNS, "policy", ["off", "strict", "watermark:0.5", "reserve"])]
     for path, columns, key, policies in cases:

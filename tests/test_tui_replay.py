@@ -101,16 +101,16 @@ async def test_play_advances_and_speed_keys_are_bounded():
     app = replay_app([str(OFF)], speed=64, autoplay=False)
     async with app.run_test(size=SIZE) as pilot:
         screen: ReplayScreen = app.main_screen  # type: ignore[assignment]
-        await pilot.press("right_square_bracket")
+        await pilot.press("greater_than_sign")
         assert screen.speed == 64
         for _ in range(10):
-            await pilot.press("left_square_bracket")
+            await pilot.press("less_than_sign")
         assert screen.speed == 0.25
         for _ in range(8):
-            await pilot.press("right_square_bracket")
+            await pilot.press("greater_than_sign")
         assert screen.speed == 64
         for _ in range(8):
-            await pilot.press("left_square_bracket")
+            await pilot.press("less_than_sign")
         # At 0.25x the 10 s run takes 40 s to play, so however slowly this machine runs the
         # test, play is still going when space comes (at the end play stops by itself, and
         # space would then play again from the start).

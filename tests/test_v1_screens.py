@@ -377,8 +377,8 @@ def wait_for_exit(pid: int | None, timeout: float = 60.0) -> None:
 
 
 async def drive_the_fix_key(app) -> None:
-    """Follow the V1 run until it thrashes, press `f` (off -> full-isl), wait until the engine
-    applies it; check the screen speaks V1 meanwhile; quit."""
+    """Follow the V1 run until it thrashes, press `f` (off -> whole-context, v1-thrash's fix),
+    wait until the engine applies it; check the screen speaks V1 meanwhile; quit."""
     screen = app.main_screen
     await wait_for(pilot_of(app), lambda: screen.view.header is not None
                    and any(s.preempted for s in screen.view.steps), "the first preemption")
@@ -387,10 +387,10 @@ async def drive_the_fix_key(app) -> None:
     await wait_for(pilot_of(app), lambda: "tax" in bar.render().plain, "the V1 status")
     assert "swap" not in bar.render().plain
     assert screen.query_one("#plot-queues").title == "requests"
-    screen.action_cycle_policy()  # what `f` does
-    assert "→ full-isl…" in screen.query_one(StatusBar).render().plain
-    await wait_for(pilot_of(app), lambda: screen.view.policy == "full-isl",
-                   "a step governed by full-isl")
+    screen.action_toggle_fix()  # what `f` does
+    assert "→ whole-context…" in screen.query_one(StatusBar).render().plain
+    await wait_for(pilot_of(app), lambda: screen.view.policy == "whole-context",
+                   "a step governed by whole-context")
 
 
 _pilots: dict[int, object] = {}
@@ -416,8 +416,8 @@ async def test_live_on_the_v1_engine_switches_the_fix_with_a_key(tmp_path):
     recording = load(path)
     assert recording.header.engine == "v1"
     changes = recording.policy_changes
-    assert [(c.old, c.new, c.source) for c in changes] == [("off", "full-isl", "tui")]
-    assert recording.step(changes[0].step).policy == "full-isl"
+    assert [(c.old, c.new, c.source) for c in changes] == [("off", "whole-context", "tui")]
+    assert recording.step(changes[0].step).policy == "whole-context"
 
 
 class Serve:

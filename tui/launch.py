@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,35 +36,61 @@ named anew for every restart, so the name always says the policy that ran), or a
 first run; restarts then go back to "auto")."""
 
 
-def local_engine_source(record: RecordMode, pace: float | None = None) -> "SourceFactory":
-    """Sources that run each spec in a local engine child process (tui.run_source), held to
-    `pace` steps per second if given (wall clock only: not part of the spec)."""
-    from engine.child import spawn_local
-    from engine.stream.recorder import default_recording_path
-    from tui.run_source import EngineSource
+class LocalEngines:
+    """The SourceFactory of a local engine: each spec runs in an engine child process
+    (tui.run_source), held to `pace` steps per second if given, and holding `hold_s` seconds at
+    the first sign of trouble (engine.host.attention) if given (wall clock only: neither is part
+    of the spec). `prestart` starts the first one before the UI exists: vLLM's import, the
+    longest part of start-up, then runs while the UI imports Textual and draws."""
 
-    paths = [record] if record not in (None, "auto") else []
-    last: list[EngineSource] = []  # the previous run's source: a restart waits for its engine
+    def __init__(self, record: RecordMode, pace: float | None = None,
+                 hold_s: float | None = None) -> None:
+        self.record, self.pace, self.hold_s = record, pace, hold_s
+        self._paths = [record] if record not in (None, "auto") else []
+        self._last = None  # the previous run's source: a restart waits for its engine
+        self._early = None  # (spec, path, link) started by prestart, for the first source
 
-    def open_source(spec: RunSpec) -> EngineSource:
-        if record is None:
-            path = None
-        elif paths:
-            path = paths.pop()
+    def _path(self, spec: RunSpec) -> str | None:
+        from engine.stream.recorder import default_recording_path
+
+        if self.record is None:
+            return None
+        return self._paths.pop() if self._paths else str(default_recording_path(spec))
+
+    def prestart(self, spec: RunSpec) -> None:
+        """Start the engine child for `spec` now (ConfigError, EngineError: one line)."""
+        from engine.child import spawn_local
+
+        path = self._path(spec)
+        self._early = (spec, path, spawn_local(spec, path, pace=self.pace, hold_s=self.hold_s))
+
+    def __call__(self, spec: RunSpec):
+        from engine.child import spawn_local
+        from tui.run_source import EngineSource
+
+        early, self._early = self._early, None
+        if early is not None and early[0] == spec:
+            source = EngineSource(lambda: early[2])
+            source.planned_recording = early[1]
         else:
-            path = str(default_recording_path(spec))
-        before = last.pop() if last else None
+            path = self._path(spec)
+            before = self._last
 
-        def open_link():
-            if before is not None:  # on the new source's reader thread, not the UI's
-                before.wait_gone()  # the old engine process is gone before the new one starts
-            return spawn_local(spec, path, pace=pace)
+            def open_link():
+                if before is not None:  # on the new source's reader thread, not the UI's
+                    before.wait_gone()  # the old engine process is gone before the new one
+                return spawn_local(spec, path, pace=self.pace, hold_s=self.hold_s)
 
-        source = EngineSource(open_link)
-        last.append(source)
+            source = EngineSource(open_link)
+            source.planned_recording = path
+        self._last = source
         return source
 
-    return open_source
+
+def local_engine_source(record: RecordMode, pace: float | None = None,
+                        hold_s: float | None = None) -> LocalEngines:
+    """Sources that run each spec in a local engine child process (LocalEngines)."""
+    return LocalEngines(record, pace, hold_s)
 
 
 def remote_engine_source(address: str, token: str, link=None,
@@ -106,17 +133,30 @@ def _reference(path: str | None, offset_s: float, engine: int | None = None):
 def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
              connect: tuple[str, str] | None = None, reference: str | None = None,
              reference_offset: float = 0.0, link=None,
-             reference_engine: int | None = None, pace: float | None = None) -> ObservatoryApp:
+             reference_engine: int | None = None, pace: float | None = None,
+             hold_s: float | None = None, prestart: bool = False,
+             launched_at: float | None = None) -> ObservatoryApp:
     """The live monitor on a local engine child running `spec`, or attached to a server
     (`connect=(address, token)`, `spec` None), with a real log overlaid if `reference` names
-    one. Raises ConfigError for bad arguments."""
-    from tui.app import ObservatoryApp
-    from tui.live.live_screen import LiveScreen
-
+    one. `pace` and `hold_s`: the local engine's (engine.session, engine.host.attention); the
+    command line gives live's defaults, a caller that gives none gets neither. `prestart`:
+    start the engine child now, before the app (LocalEngines.prestart); `launched_at`: the
+    monotonic time the start-up clock counts from (default: when the screen starts). Raises
+    ConfigError for bad arguments, EngineError if the engine process cannot start."""
     if record == "-":
         raise ConfigError("live mode draws on the terminal, so it cannot record to stdout "
                           "(-): give a file path or --no-record")
     ref = _reference(reference, reference_offset, reference_engine)
+    factory = None
+    if connect is None:
+        assert spec is not None
+        spec = spec.validated()
+        factory = local_engine_source(record, pace, hold_s)
+        if prestart:  # before Textual loads: the engine's start-up runs meanwhile
+            factory.prestart(spec)
+    from tui.app import ObservatoryApp
+    from tui.live.live_screen import LiveScreen
+
     if connect is not None:
         address, token, *rest = connect
         engine = rest[0] if rest else None
@@ -124,22 +164,23 @@ def live_app(spec: RunSpec | None, record: RecordMode = "auto", window: int = 20
         return ObservatoryApp(lambda: LiveScreen(None, factory, window, restartable=False,
                                                  title=engine or address, reference=ref,
                                                  hub=HubEngines(address, token)))
-    assert spec is not None
-    factory = local_engine_source(record, pace)
     title = f"paced {pace:g} steps/s" if pace else ""
-    return ObservatoryApp(lambda: LiveScreen(spec.validated(), factory, window, reference=ref,
-                                             title=title))
+    return ObservatoryApp(lambda: LiveScreen(spec, factory, window, reference=ref,
+                                             title=title, launched_at=launched_at))
 
 
 def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, *,
          connect: tuple[str, str] | None = None, reference: str | None = None,
          reference_offset: float = 0.0, reference_engine: int | None = None,
-         pace: float | None = None) -> int:
+         pace: float | None = None, hold_s: float | None = None) -> int:
     """Run the live monitor; print the recordings the engine wrote when it closes.
 
     With `connect`, the handshake comes first, before the app takes the terminal: a refusal
     (a wrong token, a closed port, a peer that is not an observatory) is one line and exit 2
     within the handshake's timeout, with no screen drawn and taken down again."""
+    from tui.live.startup import process_age_s
+
+    launched_at = time.monotonic() - process_age_s()
     link = None
     if connect is not None:
         from engine.stream.client import connect as open_link
@@ -152,7 +193,8 @@ def live(spec: RunSpec | None, record: RecordMode = "auto", window: int = 2000, 
     try:
         app = live_app(spec, record, window, connect=connect, reference=reference,
                        reference_offset=reference_offset, link=link,
-                       reference_engine=reference_engine, pace=pace)
+                       reference_engine=reference_engine, pace=pace, hold_s=hold_s,
+                       prestart=connect is None, launched_at=launched_at)
     except ObservatoryError as exc:
         if link is not None:
             link.close()

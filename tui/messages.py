@@ -61,11 +61,25 @@ class CommandAcked(Message):
 
 
 class EngineStateChanged(Message):
-    """running / paused / stopping, as the engine process reports it."""
+    """running / paused / stopping, as the engine process reports it; a hold (the engine paused
+    itself at the first sign of trouble, engine.host.attention) says why and for how long."""
 
-    def __init__(self, state: str) -> None:
+    def __init__(self, state: str, step: int = 0, why: str = "",
+                 hold_s: float | None = None) -> None:
         super().__init__()
         self.state = state
+        self.step = step
+        self.why = why
+        self.hold_s = hold_s
+
+
+class PoliciesRefused(Message):
+    """The policies the engine cannot switch to, each with the one line that says why
+    (engine.stream.protocol.Policies)."""
+
+    def __init__(self, refused: dict[str, str]) -> None:
+        super().__init__()
+        self.refused = refused
 
 
 class RecordingChanged(Message):

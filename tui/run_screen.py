@@ -45,7 +45,7 @@ NAVIGATION = [
     Binding("n", "jump(1)", "next event"),
     Binding("N", "jump(-1)", "prev event"),
     Binding("g", "goto", "go to"),
-    Binding("i", "toggle_info", "vLLM INFO lines", show=False),
+    Binding("i", "toggle_info", "vLLM's INFO and setup lines", show=False),
     Binding("escape", "unpin", "unpin detail", show=False),
     Binding("question_mark", "help", "help", key_display="?"),
     Binding("q", "quit", "quit"),
@@ -294,7 +294,7 @@ class RunScreen(Screen):
 
     def action_toggle_info(self) -> None:
         shown = self.query_one(RunPanel).toggle_info()
-        self.notify(f"vLLM INFO lines {'shown' if shown else 'hidden'}", timeout=2)
+        self.notify(f"vLLM's INFO and setup lines {'shown' if shown else 'hidden'}", timeout=2)
 
     def action_unpin(self) -> None:
         self.query_one(RunPanel).reset()

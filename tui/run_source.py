@@ -26,8 +26,8 @@ from textual.message_pump import MessagePump
 
 from engine.errors import ObservatoryError
 from engine.stream.records import Header, Record
-from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
-                          RecordsArrived, StreamEnded)
+from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, PoliciesRefused,
+                          RecordingChanged, RecordsArrived, StreamEnded)
 
 if TYPE_CHECKING:  # the run index and the replay's loader load late: `live` needs neither
     from engine.stream.reader import IndexedFile
@@ -217,7 +217,9 @@ def _service_message(item: Any, protocol: Any) -> Any:
     if isinstance(item, protocol.Ack):
         return CommandAcked(item.id, item.op, item.ok, item.message, item.step)
     if isinstance(item, protocol.StateChanged):
-        return EngineStateChanged(item.state)
+        return EngineStateChanged(item.state, item.step, item.why, item.hold_s)
+    if isinstance(item, protocol.Policies):
+        return PoliciesRefused(dict(item.refused))
     if isinstance(item, protocol.RecordingStatus):
         return RecordingChanged(item.path, item.bytes, item.error, item.closed)
     if isinstance(item, (protocol.Welcome, protocol.Closing, protocol.Refused)):

@@ -110,13 +110,15 @@ def gen_cli() -> str:
 
 # ------------------------------------------------------------------- presets, policies, settings
 def gen_presets() -> str:
-    """Each preset as the flags it changes from RunSpec's defaults (resolved, not copied)."""
+    """Each preset as the flags it changes from RunSpec's defaults (resolved, not copied), and
+    its fix: the policy the live monitor's `f` switches on."""
     from engine.options import options
-    from engine.spec import PRESETS, RunSpec, preset_spec
+    from engine.spec import PRESET_FIXES, PRESETS, RunSpec, preset_spec
 
     flags = {name: option.flag for name, option in options(RunSpec).items()}
     default = RunSpec()
-    out = ["| preset | engine | differs from the defaults |", "| --- | --- | --- |"]
+    out = ["| preset | engine | its fix (`f`) | differs from the defaults |",
+           "| --- | --- | --- | --- |"]
     for name in PRESETS:
         spec = preset_spec(name)
         kind = "V1" if name.startswith("v1-") else "V0"
@@ -125,7 +127,8 @@ def gen_presets() -> str:
             value = getattr(spec, field)
             if field != "preset" and value != getattr(default, field):
                 changed.append(f"`{flags.get(field, field)}` {_show(value)}")
-        out.append(f"| `{name}` | {kind} | {cell('; '.join(changed) or '(the defaults)')} |")
+        out.append(f"| `{name}` | {kind} | `{PRESET_FIXES[name]}` | "
+                   f"{cell('; '.join(changed) or '(the defaults)')} |")
     return "\n".join(out)
 
 
@@ -151,7 +154,7 @@ def gen_settings() -> str:
 def gen_policies() -> str:
     """Every policy name per engine kind, in the words the `?` screen shows; a policy without
     words fails the build."""
-    from engine.policy import ENGINE_KINDS, POLICY_NAMES, V1_CYCLE
+    from engine.policy import ENGINE_KINDS, POLICY_NAMES
     from tui.widgets.help_screen import POLICIES, V1_POLICIES
 
     said = {("v0", n): text for n, text in POLICIES} | {("v1", n): text for n, text in V1_POLICIES}
@@ -163,9 +166,9 @@ def gen_policies() -> str:
                 raise PluginError(f"policy {name} ({kind}) has no words in the ? screen")
             out.append(f"| `{name}` | {kind.upper()} | {cell(text)} |")
     out += ["", "On V1 an admission rule, a victim choice and a scan order combine with `+` "
-                "(`whole-context+least-computed`, `full-isl+skip-and-continue`); `f` cycles "
-                + " → ".join(f"`{p}`" for p in V1_CYCLE) + "."]
+                "(`whole-context+least-computed`, `full-isl+skip-and-continue`)."]
     return "\n".join(out)
+
 
 
 def gen_releases() -> str:

@@ -118,16 +118,31 @@ class EngineDriver(EngineTap, Protocol):
         """Govern the next step with `policy` (already checked for this kind)."""
 
 
-def open_driver(spec: RunSpec, policy: Policy) -> EngineDriver:
-    """Build the engine of the installed release's kind for `spec`. Raises ConfigError."""
-    from engine.adapters.versions import require_supported
+def import_vllm(spec: RunSpec) -> None:
+    """Import the installed release's adapter family, and vLLM and torch with it (seconds:
+    the first start-up stage a user waits through, named apart from building the engine).
+    Raises ConfigError (an unsupported release, a sim process vLLM already set up)."""
+    from engine.adapters.versions import family, require_supported
 
     release = require_supported()
     if release.engine == "v1" and spec.backend == "sim":
         from engine.adapters.v1.platform import prepare_sim_process
 
         prepare_sim_process()  # before anything imports vLLM, which then picks its platform
-    module = importlib.import_module(f"engine.adapters.{release.engine}.driver")
+    import torch  # noqa: F401  first: its import gives its loggers their own stderr handlers,
+
+    from engine import logs
+
+    logs.install()  # which are taken over here, before vLLM sets torch warning
+    family(spec.backend)
+
+
+def open_driver(spec: RunSpec, policy: Policy) -> EngineDriver:
+    """Build the engine of the installed release's kind for `spec`. Raises ConfigError."""
+    from engine.adapters.versions import require_supported
+
+    import_vllm(spec)
+    module = importlib.import_module(f"engine.adapters.{require_supported().engine}.driver")
     return module.build_driver(spec, policy)
 
 

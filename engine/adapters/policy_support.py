@@ -5,7 +5,8 @@ line, a client, `engine.attach`), and the engine keeps the policy it has."""
 from __future__ import annotations
 
 from engine.errors import ConfigError
-from engine.policy import Policy, require_engine_kind, require_seats_engine
+from engine.policy import (ENGINE_KINDS, Policy, parse_policy, require_engine_kind,
+                           require_seats_engine)
 
 
 def require_policy(policy: Policy, kind: str, async_scheduling: bool | None = None,
@@ -47,3 +48,19 @@ def require_async_sim(policy: Policy, async_scheduling: bool | None = None,
                           f"from vLLM 0.33: run it on 0.33.0 or 0.34.0, or drop "
                           f"per-iteration-count")
     require_seats_engine(policy, async_scheduling, sim)
+
+
+def refusals(kind: str, async_scheduling: bool | None = None,
+             sim: bool | None = None) -> dict[str, str]:
+    """Each policy of engine `kind` that this vLLM and engine cannot take, with the one line
+    `require_policy` refuses it with: what the live monitor shows beside a policy it cannot
+    switch to (a combination is refused where one of its parts is)."""
+    refused = {}
+    for name, kinds in ENGINE_KINDS.items():
+        if kind not in kinds:
+            continue
+        try:
+            require_policy(parse_policy(name), kind, async_scheduling, sim)
+        except ConfigError as exc:
+            refused[name] = str(exc)
+    return refused

@@ -9,7 +9,7 @@ import argparse
 
 from engine import options
 from engine.errors import ConfigError
-from engine.spec import RunSpec, resolve_spec
+from engine.spec import RunSpec, preset_engine, resolve_spec
 
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +45,28 @@ def default_preset() -> str:
     return "v1-thrash" if release is not None and release.engine == "v1" else "seed-5578"
 
 
+INSTALL_FOR = {"v0": "vllm050", "v1": "vllm033"}
+"""The release a refusal names for a preset of the other engine kind: the default V0 release,
+and the V1 line's reference release (README's tables name the others)."""
+
+
+def require_preset_engine(spec: RunSpec) -> None:
+    """Refuse, in one line naming the install command, a preset made for the other engine kind
+    than the installed vLLM runs (a V1 preset on 0.5.0.post1 ran on V0 without a word)."""
+    from engine.adapters.versions import SUPPORTED, installed_version, release_for
+
+    release = release_for(installed_version())
+    wanted = preset_engine(spec.preset)
+    if release is None or release.engine == wanted:
+        return
+    other = next(r for r in SUPPORTED if r.extra == INSTALL_FOR[wanted])
+    raise ConfigError(f"preset {spec.preset} is made for vLLM's {wanted.upper()} engine, and "
+                      f"this environment's vLLM {release.version} runs {release.engine.upper()}:"
+                      f" install a {wanted.upper()} release in another environment, e.g. "
+                      f"`{other.install}` (`observatory versions` lists them), or use a "
+                      f"{release.engine.upper()} preset")
+
+
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     """Preset, then config file, then flags. Raises ConfigError (one line) on bad input."""
     given = options.values_from_args(RunSpec, args)
@@ -54,6 +76,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     # the default preset depends on the engine kind (a layer's `preset` overrides it)
     spec = resolve_spec([("default", {"preset": default_preset()}), *layers,
                          ("flags", given)]).validated()
+    require_preset_engine(spec)
     from engine.traces.source import resolve
 
     resolve(spec)  # a missing, unreadable or unrecognised trace fails here, before vLLM loads;

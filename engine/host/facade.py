@@ -14,7 +14,7 @@ from engine.host.recording import RecordingController
 from engine.host.router import CommandRouter, Reply
 from engine.run_state import RunState
 from engine.spec import RunSpec
-from engine.stream.protocol import Command, Progress, RecordingStatus, StateChanged
+from engine.stream.protocol import Command, Policies, Progress, RecordingStatus, StateChanged
 from engine.stream.records import RunFinished
 
 
@@ -22,12 +22,12 @@ class EngineHost:
     """Run `spec` and record it to `record` (a path, "-" for stdout, or None for no recording)."""
 
     def __init__(self, spec: RunSpec, record: str | None, *, freeze_gc: bool = True,
-                 pace: float | None = None) -> None:
+                 pace: float | None = None, hold_s: float | None = None) -> None:
         self.spec = spec
         self.outbox = Outbox()
         self.recording = RecordingController(record, self.outbox.publish)
         self.loop = EngineLoop(spec, self.recording, self.outbox, freeze_gc=freeze_gc,
-                               pace=pace)
+                               pace=pace, hold_s=hold_s)
         self.router = CommandRouter(self.loop, self.recording)
         # The loop's lifecycle, as the callers know it.
         self.done = self.loop.done
@@ -72,6 +72,10 @@ class EngineHost:
     @property
     def last_recording(self) -> RecordingStatus:
         return self.outbox.last_recording
+
+    @property
+    def last_policies(self) -> Policies | None:
+        return self.outbox.last_policies
 
     @property
     def closed_recordings(self) -> list[RecordingStatus]:

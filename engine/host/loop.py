@@ -24,7 +24,7 @@ from engine.host.outbox import Outbox
 from engine.host.recording import RecordingController
 from engine.run_state import RunState
 from engine.spec import RunSpec
-from engine.stream.protocol import Progress, StateChanged
+from engine.stream.protocol import Policies, Progress, StateChanged
 from engine.stream.records import STEP_TYPES, Header, Record, RunFinished, encode
 
 WhenReady = Callable[[object], None]  # called with the Session once it is built
@@ -35,9 +35,11 @@ class EngineLoop:
     """Run `spec` on its own thread, recording through `recording`, speaking through `outbox`."""
 
     def __init__(self, spec: RunSpec, recording: RecordingController, outbox: Outbox, *,
-                 freeze_gc: bool = True, pace: float | None = None) -> None:
+                 freeze_gc: bool = True, pace: float | None = None,
+                 hold_s: float | None = None) -> None:
         self.spec = spec
         self.pace = pace  # steps per second (Session's `pace`): wall clock only, not the spec
+        self.hold_s = hold_s  # hold this long at the first sign (engine.host.attention)
         self.session = None  # engine.session.Session, once vLLM is imported
         self.finished: RunFinished | None = None
         # Why the engine could not start, as the one line a user sees: an ObservatoryError's
@@ -66,13 +68,17 @@ class EngineLoop:
         if self.session is not None:
             return
         self._recording.open()
-        self._progress("importing vLLM")
-        from engine.session import Session  # imports vLLM and torch: seconds
+        from engine.session import Session  # vLLM and torch load in prepare: "importing vLLM"
 
         session = Session(self.spec, on_progress=self._progress, on_state=self._on_state,
                           freeze_gc=self._freeze_gc, pace=self.pace)
         session.subscribe(self._on_item)
+        if self.hold_s and self.spec.backend == "sim":
+            from engine.host.attention import Attention
+
+            session.subscribe(Attention(session, self.hold_s))
         session.prepare()
+        self._offer_policies(session)
         with self._lock:
             self.session = session
             waiting, self._waiting = self._waiting, []
@@ -206,8 +212,19 @@ class EngineLoop:
             session.report_sink_failure(subscriber, exc)
 
     # ---- service messages ---------------------------------------------------------------
+    def _offer_policies(self, session) -> None:
+        """Say which policies this engine cannot switch to (a picker shows them disabled)."""
+        from engine.adapters.policy_support import refusals
+
+        spec = session.spec
+        self._outbox.publish(Policies(refused=refusals(session.header.engine,
+                                                       spec.async_scheduling,
+                                                       spec.backend == "sim")))
+
     def _progress(self, stage: str, detail: str = "") -> None:
         self._outbox.publish(Progress(stage=stage, detail=detail))
 
-    def _on_state(self, state: RunState, step: int) -> None:
-        self._outbox.publish(StateChanged(state=RunState(state), step=step))
+    def _on_state(self, state: RunState, step: int, why: str = "",
+                  hold_s: float | None = None) -> None:
+        self._outbox.publish(StateChanged(state=RunState(state), step=step, why=why,
+                                          hold_s=hold_s))

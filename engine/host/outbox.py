@@ -17,15 +17,16 @@ from __future__ import annotations
 from typing import Callable
 
 from engine.run_state import RunState
-from engine.stream.protocol import Progress, RecordingStatus, StateChanged, encode_line
+from engine.stream.protocol import Policies, Progress, RecordingStatus, StateChanged, encode_line
 from engine.stream.records import Header, Record
 
-ServiceMessage = Progress | RecordingStatus | StateChanged
+ServiceMessage = Progress | RecordingStatus | StateChanged | Policies
 Item = Header | Record | ServiceMessage
 ItemSink = Callable[[Item], None]
 LineListener = Callable[[bytes, bool], None]
 """(line, recorded): recorded lines are the recording's own (Header, Records); the others are
-service messages (Progress, RecordingStatus, StateChanged) that never go into a recording."""
+service messages (Progress, RecordingStatus, StateChanged, Policies) that never go into a
+recording."""
 FailureHandler = Callable[[object, BaseException], None]
 
 
@@ -36,6 +37,7 @@ class Outbox:
         self.last_progress: Progress | None = None
         self.last_state = StateChanged(state=RunState.STARTING, step=0)
         self.last_recording = RecordingStatus(path=None)
+        self.last_policies: Policies | None = None
         self.on_failure: FailureHandler = lambda subscriber, exc: None
         self._sinks: list[ItemSink] = []
         self._listeners: list[LineListener] = []
@@ -64,6 +66,8 @@ class Outbox:
             self.last_progress = message
         elif kind is StateChanged:
             self.last_state = message
+        elif kind is Policies:
+            self.last_policies = message
         else:
             self.last_recording = message
         self._to_listeners(encode_line(message), False)

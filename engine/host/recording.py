@@ -3,7 +3,8 @@ ReplayManager, the single owner of a replay file).
 
 Everything that happens to the recording happens here, and nowhere else:
 
-- open: before vLLM loads (`open()`), so a bad --record path fails in milliseconds;
+- open: before vLLM loads (`open()`), so a bad --record path fails in milliseconds, and the
+  status says where it records from then on;
 - write: every record, on the engine thread, as the exact line the stream carries;
 - toggle: on or off mid-run, at a step boundary on the engine thread, so the new file's header
   says exactly which step it starts at (`starts_at_step`);
@@ -82,6 +83,8 @@ class RecordingController:
         except OSError as exc:
             raise ConfigError(f"cannot record to {self._path}: {exc.strerror or exc}; give "
                               f"another --record PATH or --no-record") from None
+        self._publish_status(force=True)  # where it records, from the start (a client that
+        # attaches while vLLM loads said "not recording" for seconds)
 
     def discard(self) -> None:
         """The run will never start: close the file opened early and remove it (it holds

@@ -111,6 +111,9 @@ class Fanout:
             state = [host.last_state, host.last_recording]
             if not self.history and host.last_progress is not None:
                 state.insert(0, host.last_progress)
+            policies = getattr(host, "last_policies", None)  # an attached engine has none
+            if policies is not None:
+                state.append(policies)
             client.history = [encode_line(message) for message in state] + self.history
             if not self.keep_history:
                 self.history = []

@@ -217,6 +217,19 @@ class StateChanged(msgspec.Struct, tag="state", tag_field="kind", kw_only=True):
 
     state: RunState
     step: int
+    # A hold (engine.host.attention): why the engine paused itself ("first swapped group") and
+    # the seconds it waits before going on by itself; any command ends it sooner.
+    why: str = ""
+    hold_s: float | None = None
+
+
+class Policies(msgspec.Struct, tag="policies", tag_field="kind", kw_only=True):
+    """The policies this engine cannot switch to, each with the one line a switch to it is
+    refused with (engine.adapters.policy_support.refusals: a rule this vLLM has no way in for,
+    or one this engine's settings rule out); a policy not named is taken. Sent once the engine
+    is built, so that a picker can show them disabled before anyone asks."""
+
+    refused: dict[str, str] = {}
 
 
 class EngineInfo(msgspec.Struct, kw_only=True):
@@ -242,10 +255,11 @@ class Disconnected(msgspec.Struct, tag="disconnected", tag_field="kind", kw_only
     reason: str
 
 
-ServiceMessage = Union[Welcome, Refused, Closing, Ack, Progress, RecordingStatus, StateChanged]
+ServiceMessage = Union[Welcome, Refused, Closing, Ack, Progress, RecordingStatus, StateChanged,
+                       Policies]
 ClientMessage = Union[Hello, SetPolicy, Pause, Resume, AddBurst, Stop, ToggleRecording, SetPace]
 Incoming = Union[Header, Record, Welcome, Refused, Closing, Ack, Progress, RecordingStatus,
-                 StateChanged, Engines]
+                 StateChanged, Policies, Engines]
 """Anything a server sends."""
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 import msgspec
 
+from engine.adapters.setup_lines import setup_line
 from engine.stream.records import (Arrivals, EngineAborted, Header, Index, LogLine,
                                    PolicyChanged, Record, RunFinished, StepRecord, Tally,
                                    V1StepRecord)
@@ -129,6 +130,8 @@ def _describe(item: Record, last_step: int, engine: str = "v0") -> Event | None:
         repeats = f" (×{item.repeats:,})" if item.repeats > 1 else ""
         level = {"WARNING": "warning", "ERROR": "error", "CRITICAL": "error"}.get(item.level,
                                                                                  "info")
+        if level == "warning" and setup_line(item.logger, item.message) is not None:
+            level = "info"  # the observatory's own setup made vLLM say it: shown with INFO
         return Event(item.step, "log", f"vLLM {item.level} {item.logger}: {item.message}"
                                        f"{repeats}", level)
     if isinstance(item, Arrivals):

@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 import msgspec
 
+from engine.errors import ConfigError
 from engine.traces import azure, burstgpt, mooncake, vllm_bench
 from engine.traces.detect import FORMATS, detect, head_of
 from engine.traces.rows import BadRow, Recorded, TraceError, TraceRow
@@ -184,6 +185,34 @@ class TraceSource:
                     f"{max_len:,} (it needs room for 1 output token): use a longer-context "
                     f"--model")
         return None
+
+
+def model_context(spec: Any) -> int | None:
+    """The context the engine for `spec` will have, known before it is built: --max-model-len,
+    or the model config's (a packaged sim model, or a local directory), the smaller; None where
+    only vLLM can tell (a Hugging Face id, RoPE scaling)."""
+    from engine.adapters.models import config_context
+    from engine.adapters.v0.build import sim_model_dir
+
+    try:
+        model_dir = sim_model_dir(spec.model_name)
+    except ConfigError:
+        model_dir = None
+    derived = config_context(model_dir) if model_dir is not None else None
+    given = spec.max_model_len
+    if given is None or derived is None:
+        return given if derived is None else derived
+    return min(given, derived)
+
+
+def check_fits(spec: Any) -> int:
+    """Read the spec's trace slice once against the model's context before the engine is
+    built (on V1 that took 48 s, and only then was a line too long refused); raises the
+    TraceError the run would (or skips, with --trace-skip-bad). The number of requests."""
+    context = model_context(spec)
+    if context is None:
+        return 0
+    return sum(1 for _ in TraceSource(spec, context).requests())
 
 
 def _csv_guarded(rows: Iterator[TraceRow | BadRow], path: str) -> Iterator[TraceRow | BadRow]:

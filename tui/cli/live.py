@@ -7,6 +7,7 @@ import argparse
 
 from engine.cli.run_flags import add_pace_flag, add_run_flags, spec_from_args
 from engine.errors import ConfigError
+from engine.host.attention import HOLD_S
 from engine.options import bounded
 from tui.cli.base import TUISubcommand, add_reference_flags, need_terminal
 
@@ -24,6 +25,14 @@ class Live(TUISubcommand):
         add_run_flags(parser)
         add_pace_flag(parser, f"{V1_SIM_PACE} on the V1 engine's sim, whose runs are over "
                               "in a second or two; else 0: as fast as it goes")
+        parser.add_argument("--hold", type=bounded(float, 0, 3600, "--hold"), default=HOLD_S,
+                            metavar="SECONDS",
+                            help="on the sim, pause this long at the first sign of trouble "
+                                 "(the first swapped group on V0; the first preemption, a "
+                                 "stall or an under-filled step on V1) while the policy is "
+                                 "off, so that f is in time; any key that acts on the engine "
+                                 "goes on at once (0: never hold; decisions are unchanged; "
+                                 f"default {HOLD_S:g})")
         parser.add_argument("--window", type=bounded(int, 10, MAX_WINDOW, "--window"),
                             default=DEFAULT_WINDOW,
                             help=f"steps shown in the live plots (default {DEFAULT_WINDOW})")
@@ -55,7 +64,8 @@ class Live(TUISubcommand):
         record = None if args.no_record else (args.record or "auto")
         pace = default_pace(spec) if args.pace is None else args.pace
         # live() refuses --record - itself
-        return live(spec, record, window=args.window, pace=pace or None, **overlay)
+        return live(spec, record, window=args.window, pace=pace or None,
+                    hold_s=args.hold or None, **overlay)
 
 
 def default_pace(spec) -> float:

@@ -8,37 +8,61 @@ UI leaves the recording whole.
 A key answers at once: `f` shows the new policy as pending on the next frame, and it turns
 confirmed when the first step it governs arrives. Moving back through the run (← → n N
 g) is replay of what has arrived; `end` follows the newest step again.
+
+`f` switches the fix for what is on screen: off <-> the preset's own fix (engine.spec.
+PRESET_FIXES: `reserve` for the seed, `skip-and-continue` for v1-head-of-line...); `F` picks any
+policy, and shows those the engine cannot take (the engine's Policies message) disabled with
+the reason. A local engine holds where each kind of sign of trouble first shows
+(engine.host.attention): the status says why, which key switches the fix on, and how long until
+the run goes on by itself.
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 import msgspec
 from textual.binding import Binding
 
 from engine.exit_status import ExitStatus
-from engine.policy import next_policy, parse_policy
+from engine.policy import parse_policy
 from engine.run_state import RunState
-from engine.spec import RunSpec
+from engine.spec import RunSpec, preset_fix
 from engine.stream.records import STEP_TYPES
-from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, RecordingChanged,
-                          StreamEnded)
-from tui.live.policy_picker import PolicyPicker
+from tui.messages import (CommandAcked, EngineStage, EngineStateChanged, PoliciesRefused,
+                          RecordingChanged, StreamEnded)
+from tui.live.policy_picker import PolicyPicker, refusal_of
+from tui.live.startup import FIRST_STAGE, StartupClock
 from tui.replay.fork_action import ForkKeys
 from tui.run_screen import NAVIGATION, RunScreen
 from tui.run_source import RunSource
 from tui.run_view import RunView
-from tui.widgets.status_bar import Status, underfill_text
+from tui.widgets.status_bar import Status
 
 if TYPE_CHECKING:
     from engine.analysis.logs.reference import Reference
 
 MIN_WINDOW, MAX_WINDOW = 10, 100_000
-HINT_OFF = "press f to switch the fix on"
-HINT_UNDERFILL = "press F to pick per-iteration-count"
-"""#45257's fix is no step of `f`'s cycle: while steps under-fill, the hint names it."""
 RATE_SPAN = 200  # steps/s is measured over the last this many steps
+
+
+def fix_hint(fix: str) -> str:
+    """The hint while the fix is off: the key and the fix it switches on."""
+    return f"f switches {fix} on"
+
+
+@dataclass(frozen=True)
+class Hold:
+    """The engine paused itself at a sign of trouble (engine.host.attention)."""
+
+    step: int  # the boundary it holds at (the steps before it have run)
+    why: str  # "first swapped group"
+    ends_at: float  # time.monotonic() it goes on by itself
+
+    def left_s(self) -> float:
+        return max(0.0, self.ends_at - time.monotonic())
 
 SourceFactory = Callable[[RunSpec], RunSource]
 """Makes the source for a run of `spec`: a local engine child (restartable with another spec)
@@ -52,7 +76,7 @@ class LiveScreen(ForkKeys, RunScreen):
     sealed; at the end they choose the restart's policy (R)."""
 
     BINDINGS = [
-        Binding("f", "cycle_policy", "fix: cycle policy"),
+        Binding("f", "toggle_fix", "fix on/off"),
         Binding("F", "pick_policy", "pick policy"),
         Binding("space", "pause", "pause/resume", priority=True),
         Binding("r", "toggle_record", "record on/off"),
@@ -61,20 +85,23 @@ class LiveScreen(ForkKeys, RunScreen):
         Binding("e", "pick_engine", "engines behind an exec hub", show=False),
         Binding("plus,equals_sign", "window(2)", "window ×2", key_display="+"),
         Binding("minus", "window(0.5)", "window ÷2", key_display="-"),
-        Binding("greater_than_sign", "pace(2)", "engine pace ×2 (steps/s)", show=False,
-                key_display=">"),
-        Binding("less_than_sign", "pace(0.5)", "engine pace ÷2 (from its speed so far)",
-                show=False, key_display="<"),
+        Binding("greater_than_sign", "pace(2)", "faster (engine pace ×2)", key_display=">"),
+        Binding("less_than_sign", "pace(0.5)", "slower (engine pace ÷2, from its speed so far)",
+                key_display="<"),
         *NAVIGATION,
     ]
     HELP_TITLE = "live monitor keys"
-    HELP_FOOTER = ("Click a decisions row (or enter) to pin that step in the detail pane. "
-                   "← → n N g move back through the run; end follows the newest step again.")
+    HELP_FOOTER = ("At each first sign of trouble the engine holds for a few seconds (the status "
+                   "says why, live --hold sets how long): f switches the fix on at that step, "
+                   "space goes on. Click a decisions row (or enter) to pin that step in the "
+                   "detail pane. ← → n N g move back through the run; end follows the newest "
+                   "step again.")
     PANEL_MODE = "live"
 
     def __init__(self, spec: RunSpec | None, open_source: SourceFactory, window: int = 2000,
                  *, restartable: bool = True, title: str = "",
-                 reference: "Reference | None" = None, hub=None) -> None:
+                 reference: "Reference | None" = None, hub=None,
+                 launched_at: float | None = None) -> None:
         super().__init__(RunView(), source=None, following=True, title=title)
         self._launch_title = title
         self.reference = reference  # a real log drawn over every run of this screen
@@ -87,7 +114,8 @@ class LiveScreen(ForkKeys, RunScreen):
         # (tui.launch.HubEngines); None for a plain serve or a local engine
         self.hub = hub
         self.engine_state: RunState | str = RunState.STARTING  # or "disconnected"
-        self.stage = "starting the engine process"
+        self.stage = FIRST_STAGE
+        self.startup = StartupClock(launched_at)  # the start-up's stages and their seconds
         self.pending_policy: str | None = None
         self.recording: str | None = None
         self.recording_bytes = 0
@@ -95,11 +123,19 @@ class LiveScreen(ForkKeys, RunScreen):
         self.recordings: list[str] = []  # every recording the engine wrote for this screen
         self.refusal: str | None = None  # why the engine could not be reached: the app exits
         self.stream_over = False
+        self.refused: dict[str, str] = {}  # policies the engine cannot take, and why
+        self.hold: Hold | None = None  # the engine holds at a sign of trouble
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def begin(self) -> None:
+        self.set_interval(0.5, self._tick)
         self._start()
+
+    def _tick(self) -> None:
+        """Redraw what counts seconds: the start-up's stage, a hold's countdown."""
+        if self.engine_state == RunState.STARTING or self.hold is not None:
+            self.draw()
 
     def _start(self) -> None:
         if self.spec is not None:
@@ -110,8 +146,12 @@ class LiveScreen(ForkKeys, RunScreen):
             self.view.planned_engine = installed_engine()
         self.source = self._open_source(self.spec) if self.spec is not None \
             else self._open_source(None)  # type: ignore[arg-type]
+        # where it records, from the first frame: the engine confirms it (RecordingChanged)
+        self.recording = getattr(self.source, "planned_recording", None)
         self.stream_over = False
-        self.engine_state, self.stage = RunState.STARTING, "starting the engine process"
+        if self.engine_state != RunState.STARTING or self.view.header is not None:
+            self.startup = StartupClock()  # a restart counts from the key press
+        self.engine_state, self.stage = RunState.STARTING, FIRST_STAGE
         self.refresh_bindings()  # a restart: pause and record again, R no longer
         self.source.start(self)
 
@@ -126,6 +166,9 @@ class LiveScreen(ForkKeys, RunScreen):
             if type(item) in STEP_TYPES:
                 if self.engine_state == RunState.STARTING:
                     self.engine_state, self.stage = RunState.RUNNING, ""
+                if not self.startup.shown:  # the first step: the start-up is over
+                    self.startup.shown = True
+                    self.view.notice(self.startup.summary())
                 if item.policy == self.pending_policy:
                     self.pending_policy = None
             # PolicyChanged alone does not confirm it: the screen shows the newest step, still
@@ -138,10 +181,31 @@ class LiveScreen(ForkKeys, RunScreen):
 
     def on_engine_stage(self, message: EngineStage) -> None:
         self.stage = f"{message.stage}" + (f" ({message.detail})" if message.detail else "")
+        self.startup.enter(message.stage, message.detail)
         self.request_frame()
 
     def on_engine_state_changed(self, message: EngineStateChanged) -> None:
         self.engine_state = message.state
+        if message.state == RunState.PAUSED and message.hold_s:
+            self._start_hold(Hold(message.step, message.why,
+                                  time.monotonic() + message.hold_s))
+        elif self.hold is not None:
+            self._end_hold(message.state)
+        self.draw()
+
+    def _start_hold(self, hold: Hold) -> None:
+        self.hold = hold  # `_tick` counts it down on the status
+        self.notify(f"paused after step {hold.step - 1:,}: {hold.why}. {self.hints()[-1]}",
+                    title="a sign of trouble", timeout=4)
+
+    def _end_hold(self, state: str) -> None:
+        hold, self.hold = self.hold, None
+        if hold is not None and state == RunState.RUNNING and hold.left_s() <= 0.5:
+            self.notify(f"going on after the pause at step {hold.step - 1:,} ({hold.why})",
+                        timeout=3)
+
+    def on_policies_refused(self, message: PoliciesRefused) -> None:
+        self.refused = message.refused
         self.draw()
 
     def on_command_acked(self, message: CommandAcked) -> None:
@@ -185,6 +249,7 @@ class LiveScreen(ForkKeys, RunScreen):
         else:
             self.engine_state = "disconnected"
         self.pending_policy = self.pending_policy if self.restartable else None
+        self._end_hold(self.engine_state)
         self._offer_forks()
         self.refresh_bindings()  # the footer offers R now, no longer pause or record
         self.draw(plots=True)
@@ -202,27 +267,51 @@ class LiveScreen(ForkKeys, RunScreen):
     def over(self) -> bool:
         return self.stream_over
 
+    @property
+    def fix(self) -> str:
+        """The policy `f` switches on: the run's preset's fix (engine.spec.PRESET_FIXES)."""
+        header = self.view.header
+        preset = header.spec.get("preset") if header is not None else (
+            self.spec.preset if self.spec is not None else None)
+        return preset_fix(preset, self.view.engine)
+
+    def hints(self) -> tuple[str, ...]:
+        """What to press now, most verbose first (empty: nothing): while held, the sign and
+        the keys; while the fix is off, the key that switches it on."""
+        if self.over:
+            return () if self.restartable else ("the remote run is over; q quits",)
+        fix = self.fix
+        can = refusal_of(fix, self.refused) is None
+        key = fix_hint(fix) if can else "F picks a fix"
+        hold = self.hold
+        if hold is not None and self.pending_policy is None:
+            left = f"{hold.left_s():.0f} s"
+            return (f"‖ {hold.why} after step {hold.step - 1:,}: {key} · space goes on · "
+                    f"on by itself in {left}", f"‖ {key} · space goes on ({left})",
+                    f"‖ f: {fix} · space: go on ({left})" if can else f"‖ {key} ({left})")
+        if self.view.policy == "off" and self.pending_policy is None:
+            return (key,)
+        return ()
+
     def status(self) -> Status:
         state = self.engine_state
         over = self.over
-        hint = ""
-        if over and not self.restartable:
-            hint = "the remote run is over; q quits"
-        elif not over and self.view.policy == "off" and self.pending_policy is None:
-            hint = HINT_UNDERFILL if underfill_text(self.view) is not None else HINT_OFF
+        hints = self.hints()
         if self.forking or (self.forks is not None and self.forks.busy):
-            hint = self.fork_hint()
+            hints = (self.fork_hint(),)
         if not self.following:
-            hint = f"browsing step {self.view.current_step:,}: end follows the newest" + (
-                f" · {hint}" if hint else "")
+            where = f"browsing step {self.view.current_step:,}: end follows the newest"
+            hints = (f"{where} · {hints[0]}" if hints else where, where)
         restart = (self.pending_policy or self.view.policy) if over and self.restartable \
             else None
         return Status(state=state, steps_per_s=self._steps_per_s(), show_wall=True,
                       recording=self.recording, recording_bytes=self.recording_bytes,
                       saved_bytes=self.recording_bytes if over and self.recording_saved
                       else None,
-                      hint=hint, pending_policy=None if over else self.pending_policy,
-                      stage=self.stage if state == RunState.STARTING else "",
+                      hint=hints[0] if hints else "", hint_short=hints[1:],
+                      hint_first=self.hold is not None,
+                      pending_policy=None if over else self.pending_policy,
+                      stage=self.startup.text() if state == RunState.STARTING else "",
                       restart_policy=restart)
 
     def _steps_per_s(self) -> float | None:
@@ -276,18 +365,35 @@ class LiveScreen(ForkKeys, RunScreen):
             return False
         return True
 
-    def action_cycle_policy(self) -> None:
+    def action_toggle_fix(self) -> None:
+        """`f`: off <-> the preset's fix (any other policy goes to the fix too); once vLLM has
+        aborted, at an earlier step, `f` forks the recording there instead."""
         if self.forking:
             self.fork_here(self.fork_policy())
             return
-        base = self.pending_policy or self.view.policy
-        kind = self.view.engine  # V1 cycles its own policies
-        self._choose_policy(str(next_policy(parse_policy(base), kind)))
+        current = str(parse_policy(self.pending_policy or self.view.policy))
+        fix = self.fix
+        target = "off" if current == fix else fix
+        why = refusal_of(target, self.refused)
+        if why is not None:
+            self.notify(f"{why}. F picks another policy", title=f"{target} is not available",
+                        severity="error", timeout=6)
+            return
+        self._choose_policy(target)
 
     def action_pick_policy(self) -> None:
         current = self.pending_policy or self.view.policy
-        self.app.push_screen(PolicyPicker(current, self.view.engine),
-                             lambda picked: picked and self._choose_policy(picked))
+        held = self.hold is not None and self._send("pause")  # the hold must outlast the
+        # choosing: it becomes a plain pause, and the pick (or escape) goes on
+
+        def chosen(picked: str | None) -> None:
+            if picked:
+                self._choose_policy(picked)
+            if held:
+                self._send("resume")
+
+        self.app.push_screen(PolicyPicker(current, self.view.engine, self.refused, self.fix),
+                             chosen)
 
     @property
     def forking(self) -> bool:

@@ -1,7 +1,12 @@
-"""`F`: choose the policy, including the watermark level, instead of cycling with `f`."""
+"""`F`: choose any policy, including the watermark level (`f` switches only the preset's fix).
+
+A policy the engine cannot take (the engine's Policies message: a rule this vLLM has no way in
+for, or one its settings rule out) is listed disabled, with the one line the engine would refuse
+it with, so that picking never ends in a refusal."""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -10,7 +15,7 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from engine.errors import ConfigError
-from engine.policy import DEFAULT_WATERMARK, V1_CYCLE, parse_policy
+from engine.policy import DEFAULT_WATERMARK, ENGINE_KINDS, parse_policy
 
 V0_OPTIONS = (("off", "vLLM as released (the bug)"),
               ("strict", "no prefills while anything is swapped (PR #13539)"),
@@ -24,14 +29,26 @@ V1_OPTIONS = (("off", "vLLM as configured (v1-thrash: #25538)"),
               ("skip-and-continue", "pass a refused request by (PR #35852)"),
               ("per-iteration-count", "seats per step, async (PR #45339)"))
 """The V1 engine's policies (no swap space, no watermark level)."""
-assert {name for name, _ in V1_OPTIONS} >= set(V1_CYCLE)
+assert {name for name, _ in V1_OPTIONS} >= {n for n, kinds in ENGINE_KINDS.items() if "v1" in kinds}
 
 
-def option_text(name: str, description: str, options: tuple[tuple[str, str], ...]) -> str:
+def refusal_of(policy: str, refused: dict[str, str]) -> str | None:
+    """Why the engine cannot take `policy` (a combination: its first refused part), or None."""
+    try:
+        parts = parse_policy(policy).parts
+    except ConfigError as exc:
+        return str(exc)
+    return next((refused[part] for part in parts if part in refused), None)
+
+
+def option_text(name: str, description: str, options: tuple[tuple[str, str], ...],
+                fix: str | None = None) -> str:
     """`name  description`, the descriptions in one column: hand-padded names left the last
-    V1 one (`whole-context+least-computed`) 7 cells out of line."""
+    V1 one (`whole-context+least-computed`) 7 cells out of line. The preset's fix (what `f`
+    switches on) is marked `← f`."""
     width = max(len(other) for other, _ in options)
-    return f"{name:<{width}}  {description}"
+    mark = " ← f" if name == fix else ""
+    return f"{name:<{width}}  {description}{mark}"
 
 
 class PolicyPicker(ModalScreen[str | None]):
@@ -60,18 +77,20 @@ class PolicyPicker(ModalScreen[str | None]):
     """
     BINDINGS = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, current: str, engine: str = "v0") -> None:
+    def __init__(self, current: str, engine: str = "v0", refused: dict[str, str] | None = None,
+                 fix: str | None = None) -> None:
         super().__init__()
         self._current = parse_policy(current)
         self._options = V1_OPTIONS if engine == "v1" else V0_OPTIONS
         self._engine = engine
+        self._refused = refused or {}
+        self._fix = fix
 
     def compose(self) -> ComposeResult:
         level = self._current.watermark if self._current.name == "watermark" else DEFAULT_WATERMARK
         with Vertical():
             yield Label(f"policy now: [b]{self._current}[/b]")
-            yield OptionList(*(Option(option_text(name, text, self._options), id=name)
-                               for name, text in self._options), id="picker-options")
+            yield OptionList(*self._option_items(), id="picker-options")
             if self._engine != "v1":
                 yield Label("watermark level (0 < level ≤ 1) for watermark; enter here picks "
                             "it:")
@@ -81,11 +100,26 @@ class PolicyPicker(ModalScreen[str | None]):
             yield Label("", id="picker-error")
             yield Label("↑↓ choose · enter applies · escape keeps the policy", id="picker-keys")
 
+    def _option_items(self) -> list[Option]:
+        """One option per policy; one the engine cannot take is disabled, its reason below."""
+        items = []
+        for name, text in self._options:
+            why = refusal_of(name, self._refused)
+            label = option_text(name, text, self._options, self._fix)
+            if why is not None:
+                label += f"\n    ✗ {why}"
+            items.append(Option(Text(label), id=name, disabled=why is not None))
+        return items
+
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
         names = [name for name, _ in self._options]
         current = str(self._current) if self._current.name != "watermark" else "watermark"
-        options.highlighted = names.index(current) if current in names else 0
+        wanted = names.index(current) if current in names else 0
+        if options.get_option_at_index(wanted).disabled:
+            wanted = next(i for i, name in enumerate(names)
+                          if not options.get_option_at_index(i).disabled)
+        options.highlighted = wanted
         options.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

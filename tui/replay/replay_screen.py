@@ -2,7 +2,7 @@
 
 The plots show the whole run (or everything followed so far) with a cursor line; the table,
 detail and event log show the run as it stood at the cursor. 1x plays at the pace the run was
-recorded (its wall-clock times); `[`/`]` halve and double that between 0.25x and 64x. With
+recorded (its wall-clock times); `<`/`>` halve and double that between 0.25x and 64x. With
 `--follow` a FollowSource keeps appending and the cursor follows the newest step until you move
 it (`end` follows again).
 
@@ -43,8 +43,8 @@ class ReplayScreen(ForkKeys, RunScreen):
         Binding("space", "play", "play/pause", priority=True),
         Binding("f", "fork_fix", "fork with the fix here"),
         Binding("F", "fork_pick", "fork: pick policy"),
-        Binding("left_square_bracket", "speed(0.5)", "slower", key_display="["),
-        Binding("right_square_bracket", "speed(2)", "faster", key_display="]"),
+        Binding("less_than_sign", "speed(0.5)", "slower", key_display="<"),
+        Binding("greater_than_sign", "speed(2)", "faster", key_display=">"),
         *NAVIGATION,
     ]
     HELP_TITLE = "replay keys"

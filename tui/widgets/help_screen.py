@@ -105,7 +105,7 @@ def engine_of(screen: Screen | None) -> str:
 def has_policy_keys(screen: Screen | None) -> bool:
     """Whether the screen binds `f` and `F` (the live monitor does; replay does not)."""
     actions = {getattr(b, "action", None) for b in getattr(screen, "BINDINGS", [])}
-    return {"cycle_policy", "pick_policy"} <= actions
+    return {"toggle_fix", "pick_policy"} <= actions
 
 
 def recording_lines(screen: Screen | None) -> list[str]:
@@ -173,7 +173,9 @@ class HelpScreen(ModalScreen[None]):
 
     def help_text(self, below: Screen | None, roles: Roles = unstyled) -> Text:
         # replay has no f or F: its help named keys that did nothing there
-        keys = " (f cycles, F picks)" if has_policy_keys(below) else ""
+        fix = getattr(below, "fix", None)
+        keys = f" (f: off ↔ {fix}, this run's fix; F picks any)" if has_policy_keys(below) \
+            else ""
         if engine_of(below) == "v1":  # V1's policies and words (no swap space)
             policies = [(f"policies on vLLM's V1 engine{keys}: what each does", V1_POLICIES),
                         ("V1's words in the table and status", V1_TABLE)]

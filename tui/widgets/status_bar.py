@@ -2,8 +2,11 @@
 
 Line 1 holds what a user must always see: the policy (applied, or pending while the engine has
 not applied a key press yet), the state, the step, the running / swapped / waiting queues, GPU
-and CPU KV usage and a short recording indicator. It is written at the most verbose level that
-fits the width, down to abbreviations at 80 columns; it is never wrapped or cut.
+and CPU KV usage and a short recording indicator. Its layout depends on the width and the run's
+engine kind only, never on the values: each field has a slot of fixed width (numbers right-
+aligned in it), and the verbosity level, from words at 160 columns to abbreviations at 80, is
+the most verbose one whose slots all fit. So nothing moves as the numbers grow, a key press that
+makes a policy pending, or another run. It is never wrapped or cut.
 
 Line 2 holds the rest in priority order (swap runway, the hint, the restart policy, times,
 what is replayed, the engine's identity): each piece is shown if it fits, least important first
@@ -53,39 +56,51 @@ def _percent(name: str) -> Callable[[StepRecord, int], str]:
 @dataclass(frozen=True)
 class KeyNumber:
     """One of line 1's numbers: its label at each verbosity level (0 words ... 3
-    abbreviations), its value, and when it is hot (drawn as a warning)."""
+    abbreviations), its value, the slot (cells) the value is right-aligned in at levels 0-2 and
+    at level 3, and when it is hot (drawn as a warning)."""
 
     labels: tuple[str, str, str, str]
     value: Callable[[StepRecord, int], str]
+    slots: tuple[int, int]
     hot: Callable[[StepRecord], bool] = lambda s: False
     shown: Callable[[StepRecord], bool] = lambda s: True  # False: the run has no such thing
 
+    def slot(self, level: int) -> int:
+        return self.slots[1 if level >= 3 else 0]
+
 
 KEY_NUMBERS: dict[str, tuple[KeyNumber, ...]] = {
-    "v0": (KeyNumber(("running", "running", "run", "run"), _count("running")),
-           KeyNumber(("swapped", "swapped", "swap", "swp"), _count("swapped"),
+    "v0": (KeyNumber(("running", "running", "run", "run"), _count("running"), (4, 4)),
+           KeyNumber(("swapped", "swapped", "swap", "swp"), _count("swapped"), (4, 4),
                      lambda s: s.swapped > 0),
-           KeyNumber(("waiting", "waiting", "wait", "wt"), _count("waiting")),
-           KeyNumber(("GPU KV", "GPU", "GPU", "GPU"), _percent("gpu_pct")),
-           KeyNumber(("CPU KV", "CPU", "CPU", "CPU"), _percent("cpu_pct"),
+           KeyNumber(("waiting", "waiting", "wait", "wt"), _count("waiting"), (6, 5)),
+           KeyNumber(("GPU KV", "GPU", "GPU", "GPU"), _percent("gpu_pct"), (6, 4)),
+           KeyNumber(("CPU KV", "CPU", "CPU", "CPU"), _percent("cpu_pct"), (6, 4),
                      lambda s: s.cpu_pct >= 50)),
     # V1 has no swap space; its thrash is recompute: the preemptions so far and the recompute
     # tax (tokens computed again over all computed, so far) take swapped's and CPU's place
-    "v1": (KeyNumber(("running", "running", "run", "run"), _count("running")),
-           KeyNumber(("waiting", "waiting", "wait", "wt"), _count("waiting")),
-           KeyNumber(("GPU KV", "GPU", "GPU", "GPU"), _percent("gpu_pct")),
+    "v1": (KeyNumber(("running", "running", "run", "run"), _count("running"), (5, 4)),
+           KeyNumber(("waiting", "waiting", "wait", "wt"), _count("waiting"), (6, 5)),
+           KeyNumber(("GPU KV", "GPU", "GPU", "GPU"), _percent("gpu_pct"), (6, 4)),
            # vLLM's CPU offloading tier, when the run has one (a cache: never hot)
-           KeyNumber(("CPU tier", "CPU", "CPU", "CPU"), _percent("cpu_pct"),
+           KeyNumber(("CPU tier", "CPU", "CPU", "CPU"), _percent("cpu_pct"), (6, 4),
                      shown=lambda s: bool(s.cpu_chunks_total)),
            KeyNumber(("preempted", "preempted", "pre", "pre"), _count("preemptions_total"),
-                     lambda s: bool(s.preempted)),
+                     (6, 4), lambda s: bool(s.preempted)),
            KeyNumber(("recompute tax", "tax", "tax", "tax"),
-                     lambda s, level: f"{s.recompute_tax:.2f}",
+                     lambda s, level: f"{s.recompute_tax:.2f}", (4, 4),
                      lambda s: s.recompute_tax >= 0.5)),
 }
 """Line 1's numbers by engine kind (the recording header's `engine`): another kind's queues
-are one more entry here. A kind without an entry is shown as V0."""
+are one more entry here. A kind without an entry is shown as V0. A value wider than its slot
+(more than 99,999 waiting) widens it rather than being cut."""
 
+STEP_SLOTS = (7, 6)  # "999,999" at levels 0-2, "#999999" (its digits) at level 3
+BADGE_SLOTS = (13, 9, 11, 9)  # the policy badge's text, per level: "watermark:0.5", "whole"
+STATE_SLOT = 8  # "starting", "stopping", "finished": the longest state words but one
+REC_SLOTS = (15, 13, 10, 9)  # "○ not recording", "✔ saved 23 kB", "●REC 99kB": the last field
+"""The recording field is the last of line 1, so a longer form ("✔ saved 123 kB") moves nothing
+but its own end; a slot is only what decides the level."""
 LEVELS = 5  # line 1's verbosity levels, 0 (words) to 4 (abbreviations, no recording size)
 
 
@@ -123,7 +138,9 @@ class Status:
     recording: str | None = None  # path, or None when not recording
     recording_bytes: int = 0
     saved_bytes: int | None = None  # the run is over and its recording was closed whole
-    hint: str = ""  # e.g. "press f to switch the fix on"
+    hint: str = ""  # e.g. "f switches reserve on"
+    hint_short: tuple[str, ...] = ()  # shorter forms of the hint, for short lines
+    hint_first: bool = False  # the hint goes before the warnings (the engine holds for it)
     source: str | None = None  # replay: what is being replayed, shown instead of recording
     pending_policy: str | None = None  # asked for (key pressed), not applied by the engine yet
     stage: str = ""  # start-up stage while no step has run ("importing vLLM", ...)
@@ -316,15 +333,8 @@ class StatusBar(Static):
     @staticmethod
     def compose_text(view: RunView, status: Status, runway: Runway | None = None,
                      width: int = 158, roles: Roles = unstyled) -> Text:
-        """Both lines for `width` cells: line 1 at the most verbose level that fits."""
-        line1 = key_numbers(view, status, LEVELS - 1, roles)
-        for level in range(LEVELS):
-            candidate = key_numbers(view, status, level, roles)
-            if candidate.cell_len <= width:
-                line1 = candidate
-                break
-        else:
-            line1 = _fit_stage(view, status, line1, width, roles)
+        """Both lines for `width` cells: line 1 at the most verbose level whose slots fit."""
+        line1 = key_numbers(view, status, line1_level(view, width), roles)
         line1.no_wrap = True
         line1.overflow = "crop"
         text = Text(no_wrap=True, overflow="crop")
@@ -334,71 +344,130 @@ class StatusBar(Static):
         return text
 
 
-def _fit_stage(view: RunView, status: Status, line1: Text, width: int, roles: Roles) -> Text:
-    """Line 1 at its tersest, with the start-up stage shortened so that the whole line fits:
-    "building the engine (8,192 GPU blocks, 7,281 CPU blocks of 16 tokens)" is 70 cells, and
-    at 80 columns it pushed the recording indicator onto line 2, over the hint."""
-    over = line1.cell_len - width
-    if over <= 0 or view.current is not None or not status.stage:
-        return line1
-    stage = status.stage[:max(1, len(status.stage) - over)]
-    if " " in stage:  # at a word's end: "… 7,281 CPU blocks…", not "… CPU blocks o…"
-        stage = stage.rsplit(" ", 1)[0]
-    stage = stage.rstrip(" (,")
-    return key_numbers(view, replace(status, stage=stage), LEVELS - 1, roles)
+def _keys_shown(view: RunView) -> tuple[KeyNumber, ...]:
+    """Line 1's numbers for this run: its engine kind's, less those it has no such thing for
+    (a V1 run without a CPU tier). Decided by the run, not by the step shown."""
+    kind = view.header.engine if view.header is not None else view.engine
+    keys = KEY_NUMBERS.get(kind, KEY_NUMBERS["v0"])
+    first = view.steps[0] if view.steps else None
+    return tuple(k for k in keys if first is None or k.shown(first))
+
+
+def _sep(level: int) -> str:
+    return "  " if level < 2 else " "
+
+
+def _step_label(level: int) -> str:
+    return "step " if level < 3 else "#"
+
+
+def slots_width(view: RunView, level: int) -> int:
+    """Line 1's width at `level` with every slot full: what decides the level, whatever the
+    values are."""
+    bare, level = level >= 4, min(level, 3)
+    sep = len(_sep(level))
+    width = (len("policy ") if level == 0 else 0) + BADGE_SLOTS[level] + 2
+    width += sep + STATE_SLOT + sep + len(_step_label(level)) + STEP_SLOTS[level >= 3]
+    for key in _keys_shown(view):
+        width += sep + len(key.labels[level]) + 1 + key.slot(level)
+    rec = len("●REC") if bare else REC_SLOTS[level]
+    return width + sep + rec
+
+
+def line1_level(view: RunView, width: int) -> int:
+    """The most verbose level (0 words ... LEVELS - 1) whose slots fit `width` cells."""
+    return next((level for level in range(LEVELS) if slots_width(view, level) <= width),
+                LEVELS - 1)
+
+
+def _badge_text(policy: str, pending: str | None, slot: int) -> str:
+    """The badge's text in `slot` cells: the policy (or `→ pending…`) in its long form where it
+    fits, else its short one (engine.policy names; short_policy)."""
+    if pending is not None:
+        candidates = [f"→ {pending}…", f"→ {short_policy(pending)}…",
+                      f"→{short_policy(pending)}…"]
+    else:
+        candidates = [policy, short_policy(policy)]
+    text = next((c for c in candidates if cell_len(c) <= slot), candidates[-1])
+    return text if cell_len(text) <= slot else text[:slot - 1] + "…"
 
 
 def _policy_badge(text: Text, view: RunView, status: Status, level: int, roles: Roles) -> None:
+    """The policy in force, or the one a key asked for while the engine has not applied it,
+    in a slot of fixed width (BADGE_SLOTS)."""
     policy = safe(view.policy)  # from a file when replaying
     pending = status.pending_policy if status.pending_policy != policy else None
-    shown = policy if level < 3 else short_policy(policy)
+    slot = BADGE_SLOTS[level]
     if level == 0:
         text.append("policy ")
-    if pending is None or level < 2:
-        text.append(f" {shown} ", roles(policy_role(policy)))
-    if pending is not None:
-        target = pending if level < 3 else short_policy(pending)
-        text.append(f" → {target}… " if level < 2 else f" →{target}… ", roles("pending"))
+    badge = _badge_text(policy, pending, slot)
+    role = "pending" if pending is not None else policy_role(policy)
+    text.append(f" {badge} ", roles(role))
+    text.append(" " * (slot - cell_len(badge)))
 
 
 def key_numbers(view: RunView, status: Status, level: int, roles: Roles = unstyled) -> Text:
     """Line 1 at verbosity `level` (0: words ... 3: abbreviations, 4: the recording indicator
-    without its size)."""
+    without its size), every field in its slot."""
     level, bare_rec = min(level, 3), level >= 4
     text = Text()
     _policy_badge(text, view, status, level, roles)
-    sep = "  " if level < 2 else " "
+    sep = _sep(level)
     state = status.state
     text.append(sep)
     text.append(state, roles(STATE_ROLES.get(state.split()[0] if state else "", "bold")))
+    text.append(" " * (STATE_SLOT - cell_len(state)))
     s: StepRecord | None = view.current
+    keys = _keys_shown(view)
     if s is None:
         stage = status.stage or ("starting the engine" if view.header is None else "first step")
-        text.append(f"{sep}{stage}…", roles("starting"))
+        room = len(_step_label(level)) + STEP_SLOTS[level >= 3] + sum(
+            len(sep) + len(k.labels[level]) + 1 + k.slot(level) for k in keys)
+        text.append(sep)
+        text.append(_fit(f"{stage}…", room).ljust(room), roles("starting"))
     else:
         number = f"{s.step:,}" if level < 3 else str(s.step)
-        text.append(f"{sep}step {number}" if level < 3 else f" #{number}")
-        kind = view.header.engine if view.header is not None else "v0"
-        for key in KEY_NUMBERS.get(kind, KEY_NUMBERS["v0"]):
-            if not key.shown(s):
-                continue
+        text.append(f"{sep}{_step_label(level)}{number}".ljust(
+            len(sep) + len(_step_label(level)) + STEP_SLOTS[level >= 3]))
+        for key in keys:
             text.append(f"{sep}{key.labels[level]} ")
-            text.append(key.value(s, level), roles("hot") if key.hot(s) else "")
+            value = key.value(s, level)
+            text.append(value, roles("hot") if key.hot(s) else "")
+            text.append(" " * (key.slot(level) - cell_len(value)))
     if status.source is None:
-        text.append(sep + (" " if level < 2 else ""))
-        if status.recording:
-            size = human_bytes(status.recording_bytes, compact=level > 0)
-            text.append("● REC " if level < 2 else "●REC", roles("rec"))
-            if not bare_rec:
-                text.append(size if level < 2 else " " + size.replace(" ", "")
-                            if level == 3 else " " + size)
-        elif status.saved_bytes is not None:  # over: say the file is there, not "no rec"
-            size = human_bytes(status.saved_bytes, compact=level > 0)
-            text.append(("✔ saved " + size) if level < 2 else "✔" + size.replace(" ", ""),
-                        roles("good"))
-        else:
-            text.append("○ not recording" if level < 2 else "○ no rec", roles("muted"))
+        text.append(sep)
+        _recording(text, status, level, bare_rec, roles)
     return text
+
+
+def _recording(text: Text, status: Status, level: int, bare: bool, roles: Roles) -> None:
+    """Line 1's last field: recording (and how much), saved whole, or not recording; the
+    same words from the first frame (the engine says where it records before it is built)."""
+    compact = level > 0
+    if status.recording:
+        size = human_bytes(status.recording_bytes, compact=compact)
+        text.append("● REC " if level < 2 else "●REC", roles("rec"))
+        if not bare:
+            text.append(size if level < 2 else " " + size.replace(" ", "")
+                        if level == 3 else " " + size)
+    elif status.saved_bytes is not None:  # over: say the file is there, not "no rec"
+        size = human_bytes(status.saved_bytes, compact=compact)
+        text.append("✔REC" if bare else ("✔ saved " + size) if level < 2
+                    else "✔" + size.replace(" ", ""), roles("good"))
+    else:  # the bare forms are as wide as "●REC" (the narrowest line's slot)
+        text.append("○off" if bare else "○ not recording" if level == 0 else "○ no rec",
+                    roles("muted"))
+
+
+def _fit(text: str, room: int) -> str:
+    """`text` in `room` cells: cut at a word's end where it is too long ("… 7,281 CPU blocks…",
+    not "… CPU blocks o…")."""
+    if cell_len(text) <= room:
+        return text
+    cut = text[:max(1, room - 1)]
+    if " " in cut:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" (,") + "…"
 
 
 def committed_text(s: StepRecord, policy: str) -> list[tuple[str, str]]:
@@ -413,8 +482,9 @@ def committed_text(s: StepRecord, policy: str) -> list[tuple[str, str]]:
         return [(f"⚠ reserve too late: committed {s.committed_blocks:,} blocks > GPU+CPU "
                  f"{s.capacity_blocks:,} with a swap-out's slack", "warn"),
                 (f"⚠ reserve too late ({pct:.0f}%)", "warn")]
-    return [(f"committed {s.committed_blocks:,}/{s.capacity_blocks:,} blocks ({pct:.0f}%)",
-             style), (f"commit {pct:.0f}%", style)]
+    mark = "⚠ " if over else ""  # a swap-out can overflow the CPU from here (signs.py)
+    return [(f"{mark}committed {s.committed_blocks:,}/{s.capacity_blocks:,} blocks ({pct:.0f}%)",
+             style), (f"{mark}commit {pct:.0f}%", style)]
 
 
 def v1_totals_text(s) -> list[tuple[str, str]]:
@@ -474,7 +544,9 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
                 pieces.append((0, 0.3, underfill))
             pieces.append((2.5, 2.5, v1_totals_text(s)))
     if status.hint:
-        pieces.append((1, 1, [(status.hint, "hint")]))
+        rank = -1 if status.hint_first else 1
+        pieces.append((rank, rank, [(hint, "hint") for hint in (status.hint,
+                                                                 *status.hint_short)]))
     if status.restart_policy is not None and status.state in (RunState.ABORTED,
                                                               RunState.FINISHED,
                                                               RunState.STOPPED):

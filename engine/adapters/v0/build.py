@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from engine import logs
+from engine.adapters.advice import in_our_words
 from engine.adapters.v0.build_errors import build_errors
 from engine.errors import ConfigError
 from engine.spec import RunSpec
@@ -211,7 +212,7 @@ def _engine_config(args: Any) -> Any:
             return args.create_engine_config()
         except ValueError as exc:
             raise ConfigError(f"vLLM rejected the engine config: "
-                              f"{str(exc).splitlines()[0]}") from None
+                              f"{in_our_words(str(exc).splitlines()[0])}") from None
 
 
 def _local_tokenizer(path: str) -> Callable[[str], list[int]]:

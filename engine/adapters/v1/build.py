@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import logs
+from engine.adapters.advice import in_our_words
 from engine.adapters.v0.build import _summarize_config, cuda_available, sim_model_dir
 from engine.adapters.v1.current import fam, tier
 from engine.errors import ConfigError
@@ -110,7 +111,7 @@ def build_engine(spec: RunSpec) -> BuiltV1Engine:
     except (ValueError, TypeError, OSError) as exc:
         text = str(exc).strip().splitlines()
         raise ConfigError(f"vLLM rejected the engine config: "
-                          f"{text[0] if text else type(exc).__name__}") from None
+                          f"{in_our_words(text[0]) if text else type(exc).__name__}") from None
     engine_core = fam.engine_core_of(engine)
     config = fam.vllm_config_of(engine)
     scheduler = fam.scheduler_of(engine_core)
@@ -208,7 +209,7 @@ def resolve(spec: RunSpec) -> Any:
     except (ValueError, TypeError, OSError, RuntimeError) as exc:
         text = str(exc).strip().splitlines()
         raise ConfigError(f"vLLM rejected the engine config: "
-                          f"{text[0] if text else type(exc).__name__}") from None
+                          f"{in_our_words(text[0]) if text else type(exc).__name__}") from None
     scheduler, cache, model = config.scheduler_config, config.cache_config, config.model_config
     args: dict[str, Any] = {
         "enable_chunked_prefill": bool(scheduler.enable_chunked_prefill),

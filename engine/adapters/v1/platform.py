@@ -24,6 +24,10 @@
 - `VLLM_DISABLE_REQUEST_ID_RANDOMIZATION=1`: vLLM appends 8 random hex characters to every
   request id; the same spec must give the same decisions, and the records name requests by the
   workload's own ids.
+- `VLLM_CACHE_ROOT`, unless the user set it: one per release (`cache_root`). vLLM caches what
+  it learns of a model's class in a subprocess that imports vLLM again (seconds), in a file
+  named by the class alone, so the venvs of two releases (CI's lanes, a user's) evicted each
+  other's entry and every engine build paid the subprocess again.
 - `PYTHONHASHSEED=0`: vLLM walks sets of request ids (finished requests, and its KV connector's
   jobs), whose order follows `hash()`. It must be set before the interpreter starts, so it is
   checked here, not set: the command line re-executes itself with it (`reexec_for_v1_sim`),
@@ -130,6 +134,7 @@ def prepare_sim_process() -> None:
                               f"platform plugin the sim needs on this vLLM: reinstall it "
                               f"(pip install -e . in the clone)")
     os.environ.update(env)
+    os.environ.setdefault("VLLM_CACHE_ROOT", cache_root())
     install_sim_platform()
     platforms = sys.modules.get("vllm.platforms")
     resolved = getattr(platforms, "_current_platform", None) if platforms else None
@@ -140,6 +145,15 @@ def prepare_sim_process() -> None:
         raise ConfigError(f"vLLM was imported and chose its platform before the sim engine "
                           f"could set its own: set {settings} before importing vLLM, or build "
                           f"the engine first")
+
+
+def cache_root() -> str:
+    """vLLM's cache directory for a sim engine of the installed release: vLLM's own default
+    (~/.cache/vllm, or under XDG_CACHE_HOME) with the release's version appended."""
+    from engine.adapters.versions import installed_version
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "vllm", f"observatory-{installed_version() or 'none'}")
 
 
 def install_sim_platform() -> None:
