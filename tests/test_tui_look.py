@@ -105,7 +105,8 @@ async def test_the_event_log_shows_whole_entries_never_the_tail_of_one():
 
 
 async def test_replay_help_names_no_policy_keys_it_does_not_have():
-    """Replay's `?` said "policies (f cycles, F picks)": replay has neither key."""
+    """Replay's `?` said "policies (f cycles, F picks)": replay's f and F fork the run (its own
+    rows say so), they do not switch the policy, so the policies' heading names no key."""
     from screens_harness import OFF, V1_OFF
     from tui.launch import replay_app
     from tui.live.live_screen import LiveScreen
@@ -121,7 +122,8 @@ async def test_replay_help_names_no_policy_keys_it_does_not_have():
             await pilot.pause()
             text = str(app.screen.query_one("#help-text").render())
             assert policies in text
-            assert "f cycles" not in text and "F picks" not in text
+            assert "f cycles" not in text and "F picks any" not in text
+            assert "f: off ↔" not in text and "fork" in text
             assert not has_policy_keys(app.main_screen)
 
 
