@@ -210,7 +210,12 @@ def test_the_watchdog_speaks_after_min_steps_without_admission_while_kv_has_room
     assert (stall.since, stall.step, stall.steps, stall.waiting) == (1, MIN_STEPS + 4,
                                                                     MIN_STEPS + 4, 5)
     assert stall_text(stall, compact=False).startswith(
-        f"⚠ no admission for {MIN_STEPS + 4} steps while KV has room (83% free")
+        f"⚠ no admission for {MIN_STEPS + 4} steps while KV has room (≥83% free throughout")
+    # its KV free is the least at any of its steps' ends (engine.conventions)
+    low = v1_step(60, gpu_used=500, waiting=5, scheduled=[("0", 1)])
+    dip = [*steps[:60], low, *steps[61:]]
+    assert admission_stall(dip).free_pct == pytest.approx(
+        100.0 * (low.gpu_total - 500) / low.gpu_total)
     # asked at an earlier step, the run ending there decides
     assert admission_stall(steps, end=50) is None
 

@@ -81,10 +81,11 @@ class V1Summary(msgspec.Struct, kw_only=True):
     recomputed_tokens: int  # tokens computed again after a preemption
     computed_tokens: int  # every token scheduled (prefill, recompute and decode)
     recompute_tax: float  # recomputed_tokens / computed_tokens
-    # prompt tokens admitted requests found already computed: vLLM's num_cached_tokens, i.e. its
-    # GPU prefix cache plus what a KV connector (the CPU tier) loaded. vLLM's own
+    # prompt tokens admitted requests found already computed, at every admission (a preempted
+    # request again when it is resumed: engine.conventions): vLLM's num_cached_tokens, i.e.
+    # its GPU prefix cache plus what a KV connector (the CPU tier) loaded. vLLM's own
     # prefix_cache_hits counts only the first; cpu_tier_hit_tokens counts the second.
-    cached_tokens: int
+    cached_tokens_per_admission: int
     peak_gpu_kv_pct: float
     peak_running: int
     peak_waiting: int
@@ -92,7 +93,7 @@ class V1Summary(msgspec.Struct, kw_only=True):
     policy_changes: int
     prompt_tokens: int  # the prompts' own tokens, every request that arrived
     # prompt tokens the engine computed: chunks, and recompute after preemptions; not what
-    # came from the cache (cached_tokens), nor prompts never scheduled
+    # came from the cache (cached_tokens_per_admission), nor prompts never scheduled
     prompt_tokens_computed: int
     generated_tokens: int
     sim_seconds: float
@@ -104,7 +105,8 @@ class V1Summary(msgspec.Struct, kw_only=True):
     longest_stall_steps: int = 0
     longest_stall_since: int | None = None  # its first step
     longest_stall_waiting: int | None = None  # requests waiting at its last step
-    longest_stall_kv_free_pct: float | None = None  # GPU KV blocks free at its last step
+    # the least GPU KV free at any of its steps' ends, in % of all blocks (engine.conventions)
+    longest_stall_kv_free_pct: float | None = None
     # what the head waiting request waited for at its last step, as vLLM's scan said
     # (engine.analysis.reasons); None when there was no stall or the recording has no reasons
     longest_stall_reason: str | None = None
@@ -123,11 +125,15 @@ class V1Summary(msgspec.Struct, kw_only=True):
     cpu_tier_stores: int = 0  # store jobs (GPU -> CPU)
     cpu_tier_store_bytes: int = 0
     cpu_tier_evictions: int = 0  # chunks evicted
-    cpu_tier_hit_tokens: int = 0  # tokens served from the tier (part of cached_tokens)
+    cpu_tier_hit_tokens: int = 0  # tokens served from the tier (part of the cached tokens)
     cpu_tier_wait_seconds: float = 0.0  # simulated seconds steps waited for transfers
     trace: TraceStats | None = None  # a --trace run: what its trace's rows added up to
-    # cached_tokens against the trace's prefix_tokens_allowed (what its hash_ids and
-    # --trace-n allow), in percent; None without a trace or when it allows none
+    # prompt tokens each request found already computed when first admitted (each request
+    # once: at most the prompts' tokens); None for a recording made before it was recorded
+    cached_tokens_per_request: int | None = None
+    # cached_tokens_per_request of the trace's prefix_tokens_allowed (what its hash_ids and
+    # --trace-n allow), in percent (0-100); None without a trace, when it allows none or the
+    # recording predates cached_tokens_per_request
     trace_prefix_hit_pct: float | None = None
 
     # the V0 names a comparison table reads (V1 has no swap space: its CPU is the tier)
@@ -180,6 +186,7 @@ class SummaryBuilder:
         self.recomputed = 0
         self.computed = 0
         self.prefix_hits = 0
+        self.first_hits: int | None = 0  # None once a step predates new_prefix_hit_tokens
         self.prompt_tokens_arrived = 0
         self.peak_running = 0
         self.peak_waiting = 0
@@ -223,6 +230,10 @@ class SummaryBuilder:
         self.recomputed += item.recomputed_tokens
         self.computed += item.batched_tokens
         self.prefix_hits += item.prefix_hit_tokens
+        if item.new_prefix_hit_tokens is None:
+            self.first_hits = None
+        elif self.first_hits is not None:
+            self.first_hits += item.new_prefix_hit_tokens
         self.blocked += item.withheld
         self.prompt_tokens += item.prompt_tokens
         self.generated_tokens += item.generated_tokens
@@ -359,7 +370,8 @@ class SummaryBuilder:
             recomputed_tokens=self.recomputed,
             computed_tokens=self.computed,
             recompute_tax=round(self.recomputed / self.computed, 4) if self.computed else 0.0,
-            cached_tokens=self.prefix_hits,
+            cached_tokens_per_admission=self.prefix_hits,
+            cached_tokens_per_request=self.first_hits if self.steps else None,
             peak_gpu_kv_pct=round(self.peak_gpu, 2),
             peak_running=self.peak_running,
             peak_waiting=self.peak_waiting,
@@ -389,11 +401,17 @@ class SummaryBuilder:
                for field, value in self.tier.items()},
             cpu_tier_wait_seconds=round(self.tier_wait_s, 6),
             trace=self.trace,
-            trace_prefix_hit_pct=(round(100.0 * self.prefix_hits
-                                        / self.trace.prefix_tokens_allowed, 2)
-                                  if self.trace is not None
-                                  and self.trace.prefix_tokens_allowed else None),
+            trace_prefix_hit_pct=self._trace_hit_pct(),
         )
+
+
+    def _trace_hit_pct(self) -> float | None:
+        """The per-request cached tokens of what the trace allows, in %: each request's hits
+        once, so never above 100 (a preempted request's second admission is not a new hit)."""
+        allowed = self.trace.prefix_tokens_allowed if self.trace is not None else 0
+        if not allowed or self.first_hits is None or not self.steps:
+            return None
+        return round(100.0 * self.first_hits / allowed, 2)
 
 
 _TIER_SUMS = ("cpu_loads", "cpu_load_bytes", "cpu_stores", "cpu_store_bytes", "cpu_evictions",
@@ -414,16 +432,29 @@ and V1's `prompt_tokens` in an index read through `current_names`. An older inde
 on everything else; a required field missing is still a damaged index."""
 
 
+RETIRED_MEANINGS = ("longest_stall_kv_free_pct", "trace_prefix_hit_pct")
+"""V1 summary fields whose meaning changed when `cached_tokens_per_request` came (the stall's
+KV free had been at its last step, the trace's hits per admission): a summary sealed before
+that says them in the old sense, so its view leaves them out and they are read from the
+records."""
+
+
 def current_names(summary: dict[str, Any]) -> dict[str, Any]:
-    """An index's summary under today's names. A V1 summary sealed before each token count had
-    its own name (no `prompt_tokens_computed`) kept the computed prompt tokens in
-    `prompt_tokens` and the cached ones in `prefix_hit_tokens`, and had no count of the
-    prompts' own tokens: that one is absent here."""
-    if summary.get("engine") != "v1" or "prompt_tokens_computed" in summary:
+    """An index's summary under today's names and meanings. A V1 summary sealed before each
+    token count had its own name (no `prompt_tokens_computed`) kept the computed prompt tokens
+    in `prompt_tokens` and the cached ones in `prefix_hit_tokens`, and had no count of the
+    prompts' own tokens: that one is absent here. One sealed before the cached tokens were
+    counted per request too called the per-admission count `cached_tokens`, and its
+    RETIRED_MEANINGS are left out."""
+    if summary.get("engine") != "v1" or "cached_tokens_per_request" in summary:
         return summary
     view = dict(summary)
-    view["prompt_tokens_computed"] = view.pop("prompt_tokens", None)
-    view["cached_tokens"] = view.pop("prefix_hit_tokens", None)
+    if "prompt_tokens_computed" not in view:
+        view["prompt_tokens_computed"] = view.pop("prompt_tokens", None)
+        view["cached_tokens"] = view.pop("prefix_hit_tokens", None)
+    view["cached_tokens_per_admission"] = view.pop("cached_tokens", None)
+    for name in RETIRED_MEANINGS:
+        view.pop(name, None)
     return view
 
 

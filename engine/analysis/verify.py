@@ -26,7 +26,8 @@ _IGNORED_FIELDS = frozenset({"wall_s", "exec_s"})  # measured: real time differs
 # Fields added later: a recording made before them reads None, and its re-run is compared on
 # everything else.
 _LATER_FIELDS = frozenset({"committed_blocks", "committed_slack", "waiting_by_reason",
-                           "head_reason", "head_need", "head_limit"})
+                           "head_reason", "head_need", "head_limit",
+                           "new_prefix_hit_tokens"})
 
 
 def predates_swap_blocks(steps: list[StepRecord]) -> bool:

@@ -23,7 +23,7 @@ MARKS = [
     ("━ colour", "each plot's first row says which series each colour is"),
     ("name→", "that series is drawn against the right-hand axis"),
     ("┃ policy", "a policy change (the first step the new policy governs)"),
-    ("┃ abort", "the abort (the last step that completed)"),
+    ("┃ abort", "the step vLLM raised in (shown after the last one that completed)"),
     ("┃ bold", "replay: the cursor"),
 ]
 POLICIES = [
