@@ -104,7 +104,7 @@ def test_the_v1_step_detail_names_what_a_preemption_lost():
     text = StepDetail.describe(view_until(V1_OFF, 2991).current).plain
     lines = text.splitlines()
     assert len(lines) <= 13  # the pane's height, inside its border
-    assert "preempted 12 (lost 509 tok, ×20)" in text
+    assert "preempted #12 (lost 509 tok, ×20)" in text  # an id, not a count
     assert "waiting 20" in text and "swap" not in text.lower()
     assert "so far    288 preemptions · tax 0.93" in text
     # every label takes the same 10 cells, `preempted` included: what follows lines up

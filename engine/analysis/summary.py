@@ -469,14 +469,25 @@ def summary_json(summary: Summary | V1Summary) -> str:
     return msgspec.json.format(msgspec.json.encode(summary), indent=2).decode()
 
 
-def format_summary(summary: Summary | V1Summary) -> str:
-    """Human-readable, one `name: value` per line, in the Struct's field order."""
+def format_summary(summary: Summary | V1Summary, columns: int | None = None) -> str:
+    """Human-readable, one `name  value` per line, in the Struct's field order, fitted to
+    `columns` (default: the terminal's, 80 without one: engine.widths): a long value (vLLM's
+    abort message) goes on under its own column, never under the names."""
+    import textwrap
+
+    from engine.widths import terminal_width
+
     width = max(len(name) for name in summary.__struct_fields__)
+    room = max(20, (columns or terminal_width()) - width - 2)
     lines = []
     for name in summary.__struct_fields__:
         value = getattr(summary, name)
         if isinstance(value, TraceStats):
             value = ", ".join(f"{k} {v}" for k, v in msgspec.structs.asdict(value).items()
                               if v is not None)
-        lines.append(f"{name:<{width}}  {'-' if value is None else safe(value)}")
+        text = "-" if value is None else safe(value)
+        parts = textwrap.wrap(text, room, break_long_words=False, break_on_hyphens=False) \
+            if len(text) > room else [text]
+        lines.append(f"{name:<{width}}  {parts[0] if parts else ''}".rstrip())
+        lines += [" " * (width + 2) + part for part in parts[1:]]
     return "\n".join(lines)
