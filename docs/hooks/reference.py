@@ -356,7 +356,37 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "cli": gen_cli, "releases": gen_releases, "presets": gen_presets, "settings": gen_settings,
     "policies": gen_policies,
     "records": gen_records, "exit-status": gen_exit_status, "errors": gen_errors,
+    "sweep-heatmap": lambda: gen_sweep_heatmap(),
 }
+
+
+# ----------------------------------------------------------------------- the bench figures
+FIGURE = re.compile(r"<!-- figure: ([\w-]+) -->")
+
+
+def bench_all() -> Any:
+    """bench/all.py as a module (stdlib only): its FIGURES, and how a result is rendered."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_all", ROOT / "bench" / "all.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def gen_figure(name: str) -> str:
+    """A figure of a bench, from its committed result (bench/results/NAME.json, written by
+    `python bench/all.py`): the page shows the data, so it cannot go stale beside it."""
+    module = bench_all()
+    if name not in {figure.name for figure in module.FIGURES}:
+        raise PluginError(f"no bench figure {name!r} in bench/all.py's FIGURES")
+    try:
+        result = module.read_result(name)
+    except (OSError, ValueError) as exc:
+        raise PluginError(f"figure {name!r}: no readable bench/results/{name}.json ({exc}): "
+                          f"run python bench/all.py --only {name}") from None
+    return module.render(result)
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
@@ -370,4 +400,29 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             raise PluginError(f"generating {name!r} imported vLLM: the docs build must not")
         return text
 
+    markdown = FIGURE.sub(lambda m: gen_figure(m.group(1)), markdown)
+    try:
+        markdown = facts().render(markdown, keep_markers=False)
+    except KeyError as exc:
+        raise PluginError(f"{page.file.src_uri}: {exc.args[0]}") from None
     return MARKER.sub(replace, markdown)
+
+
+def facts() -> Any:
+    """docs/facts.py as a module: the figures pages quote from the committed data."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_facts", ROOT / "docs" / "facts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def gen_sweep_heatmap() -> str:
+    """The shipped demo sweep's abort heatmap as `observatory sweep-report` prints it at 80
+    columns, from its committed rows (sweeps/demo-cpu-blocks/results.jsonl)."""
+    from engine.sweep.report import load, render_terminal
+
+    text = render_terminal(load(str(ROOT / "sweeps" / "demo-cpu-blocks")), color=False,
+                           width=80)
+    return "```text\n" + text[text.index("abort step (x:"):].rstrip() + "\n```"
