@@ -1,7 +1,7 @@
 """What every number the observatory shows means: decided once, here, and followed by every
 surface (the live and replay screens, `summary`, `compare`, `export`, the events, the docs).
 
-The record-format reference prints this docstring from its first blank line on, at build time
+The record-format reference prints this docstring from its third paragraph on, at build time
 (docs/hooks/reference.py), and tests/test_one_number.py holds every surface of every shipped
 recording to it.
 
@@ -9,8 +9,9 @@ recording to it.
 step's index: the number of `step()` calls vLLM made before it, so a run's first step is step 0
 (a recording switched on mid-run starts at its header's `starts_at_step`). `steps` (the
 summary's, `compare`'s, the end record's, "N steps") counts the steps that completed. A run
-recorded from its start whose last step is step 9,530 has 9,531 steps: surfaces that say both
-name both ("completed at step 9,530 (9,531 steps)").
+recorded from its start whose last step is step 9,530 has 9,531 steps: a surface that says the
+end of a run names the range, which is both ("run finished: completed; steps 0–9,530
+completed").
 
 **The aborting step.** When vLLM raises out of its `step()` number N, step N never completes:
 the abort is "at step N" everywhere (the summary's and `compare`'s `abort_step`, the banner, the

@@ -233,7 +233,8 @@ def gen_records() -> str:
     missing = [c for c in RECORD_CLASSES if c not in classes]
     if missing:
         raise PluginError(f"records.py has no class {', '.join(missing)}: update the docs hook")
-    out = [f"Schema version **{records.SCHEMA_VERSION}**. Counts are integers from 0 to "
+    out = [*gen_conventions(), "## The records", "",
+           f"Schema version **{records.SCHEMA_VERSION}**. Counts are integers from 0 to "
            f"{records.MAX_COUNT:,}, seconds finite from 0 to {records.MAX_SECONDS:g}.", ""]
     for name in RECORD_CLASSES:
         node = classes[name]
@@ -248,7 +249,42 @@ def gen_records() -> str:
                 out.append(f"| `{item.target.id}` | {code(ast.unparse(item.annotation))} | "
                            f"{code(default)} | {cell(_comments(lines, item))} |")
         out.append("")
+    out += gen_summary_fields()
     return "\n".join(out)
+
+
+def gen_conventions() -> list[str]:
+    """engine.conventions' docstring after its first paragraph: what every number means."""
+    import engine.conventions as conventions
+
+    doc = (conventions.__doc__ or "").split("\n\n", 1)
+    if len(doc) < 2:
+        raise PluginError("engine/conventions.py's docstring lost its conventions")
+    return ["## Numbers: what each one means", "",
+            "Decided once, in `engine/conventions.py`, and held on every surface (the screens, "
+            "`summary`, `compare`, `export`, the events) by `tests/test_one_number.py`.", "",
+            doc[1].split("\n\n", 1)[1].strip(), ""]
+
+
+def gen_summary_fields() -> list[str]:
+    """Summary and V1Summary (what `run` and `summary` print), each field with its comment."""
+    import engine.analysis.summary as summary
+
+    path = Path(summary.__file__)
+    lines = path.read_text().splitlines()
+    classes = {n.name: n for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef)}
+    out = ["## The summary", "",
+           "What `observatory run` prints at the end and `observatory summary` prints for a "
+           "recording (`--json`: the same fields), folded from the records "
+           "(`engine/analysis/summary.py`).", ""]
+    for name, title in (("Summary", "V0 (`Summary`)"), ("V1Summary", "V1 (`V1Summary`)")):
+        out += [f"### {title}", "", "| field | type | meaning |", "| --- | --- | --- |"]
+        for item in classes[name].body:
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                out.append(f"| `{item.target.id}` | {code(ast.unparse(item.annotation))} | "
+                           f"{cell(_comments(lines, item))} |")
+        out.append("")
+    return out
 
 
 # ------------------------------------------------------------------------------- exit statuses

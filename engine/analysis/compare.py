@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import sys
 from typing import Sequence
 
@@ -24,6 +23,7 @@ from engine.stream.records import StepRecord
 from engine.analysis.summary import summarize
 from engine.timeaxis import axis_named, axis_of
 from engine.traces.stats import label as trace_label
+from engine.widths import terminal_width
 
 
 class RunMetrics(msgspec.Struct, kw_only=True):
@@ -160,11 +160,6 @@ so one long value (a stall's reason, `per-iteration-count`) does not widen every
 def run_letter(i: int) -> str:
     """Run i's letter: its column in the table, its mark on the plot, its line in the key."""
     return LETTERS[i] if i < len(LETTERS) else f"R{i + 1}"
-
-
-def terminal_width() -> int:
-    """The width to fit: COLUMNS, else the terminal's, else 80 (a pipe, a file)."""
-    return shutil.get_terminal_size((80, 24)).columns
 
 
 def _cell(value: object) -> str:

@@ -37,23 +37,23 @@ from engine.stream.records import (Arrivals, EngineAborted, Header, LogEvent, Lo
 
 
 class Summary(msgspec.Struct, kw_only=True):
-    steps: int
-    finished_requests: int
+    steps: int  # steps that completed: a count (engine.conventions), the aborting one not in it
+    finished_requests: int  # requests whose every sequence finished (refused ones not counted)
     aborted: bool
-    abort_reason: str | None
-    abort_step: int | None
-    peak_gpu_kv_pct: float
-    peak_cpu_kv_pct: float
-    peak_swapped: int
-    swap_outs: int
+    abort_reason: str | None  # vLLM's message
+    abort_step: int | None  # the step vLLM raised in: an index, equal to `steps` from step 0
+    peak_gpu_kv_pct: float  # the most GPU KV blocks used at any step's end, the aborting one too
+    peak_cpu_kv_pct: float  # the same for the CPU (swap) blocks
+    peak_swapped: int  # the most groups in the swapped queue at any step's end, or at the abort
+    swap_outs: int  # groups swapped out, over the steps that completed
     swap_ins: int
-    recompute_preemptions: int
-    prefill_blocked_steps: int
+    recompute_preemptions: int  # groups preempted by recomputation
+    prefill_blocked_steps: int  # steps in which the policy withheld new prefills
     policy_changes: int
-    prompt_tokens: int
+    prompt_tokens: int  # prompt tokens computed (vLLM's num_prompt_tokens_iter, summed)
     generated_tokens: int
-    sim_seconds: float
-    wall_seconds: float
+    sim_seconds: float  # simulated seconds at the last step's end
+    wall_seconds: float  # wall-clock seconds the run took
     end_reason: str | None  # RunFinished.reason; None when the recording was cut before the end
     time_axis: str = "sim"  # the recording's time axis (engine.timeaxis): "sim" or "gpu"
     exec_seconds: float = 0.0  # measured seconds in the model executor, summed over steps
@@ -69,11 +69,11 @@ class Summary(msgspec.Struct, kw_only=True):
 class V1Summary(msgspec.Struct, kw_only=True):
     engine: str  # "v1"
     vllm_version: str
-    steps: int
+    steps: int  # steps that completed: a count (engine.conventions)
     finished_requests: int
     aborted: bool
     abort_reason: str | None
-    abort_step: int | None
+    abort_step: int | None  # the step vLLM raised in: an index
     preemptions: int  # recompute preemptions (V1 has no other kind)
     preempted_requests: int  # distinct requests preempted at least once
     max_preemptions_per_request: int
