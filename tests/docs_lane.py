@@ -102,11 +102,12 @@ HOW: dict[str, How] = {
                 "says how the shipped one was made)"),
     "observatory fit vllm.log --n 8 --max-tokens 1000 -o fitted.toml && observatory run "
     "--config fitted.toml":
-        How(run="observatory fit tests/fixtures/logs/v0-metrics.log --n 8 --max-tokens 1000 "
-                "--rounds 1 -o fitted.toml && observatory run --config fitted.toml "
-                "--max-steps 300",
-            why="vllm.log: a V0 log with stats lines (a fixture); one round of the fit and "
-                "300 steps of the fitted run instead of the whole search and run"),
+        How(run="observatory fit tests/fixtures/logs/v0-metrics.log --preset demo --n 8 "
+                "--max-tokens 64 --rounds 0 -o fitted.toml && observatory run --config "
+                "fitted.toml --max-steps 300",
+            why="vllm.log: a V0 log with stats lines (a fixture); the fit of the clock alone "
+                "(--rounds 0) on the demo's workload, as tests/test_fit.py runs it: the seed's "
+                "~30 whole sims are many minutes; then 300 steps of the fitted run"),
     "observatory fit v1.log --preset v1-thrash --rounds 0 -o fitted.toml":
         How(run="observatory fit tests/fixtures/logs/v1-engine.log --preset v1-thrash "
                 "--rounds 0 -o fitted.toml", why="v1.log: a V1 log (a fixture)"),
