@@ -305,13 +305,23 @@ def run_screen(command: str, cwd: Path, env: dict[str, str], until: str) -> tupl
 
 
 def workdir(tmp_path: Path) -> Path:
-    """A fresh directory for one block: the shipped recordings and the test fixtures linked in
-    (read only), everything a command writes lands here."""
+    """A fresh directory for one block: the shipped recordings (each file linked into a
+    directory of its own: `run` records into recordings/ by default, and that must land here,
+    not in the clone), the test fixtures and the tiny model configs linked in, read only."""
     cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    for name in ("recordings", "tests", "engine"):
+    (cwd / "recordings").mkdir(parents=True)
+    for shipped in (ROOT / "recordings").iterdir():
+        (cwd / "recordings" / shipped.name).symlink_to(shipped)
+    for name in ("tests", "engine"):
         (cwd / name).symlink_to(ROOT / name)
     return cwd
+
+
+def test_a_run_in_the_lane_records_into_its_own_directory(tmp_path):
+    cwd = workdir(tmp_path)
+    assert (cwd / "recordings").is_dir() and not (cwd / "recordings").is_symlink()
+    assert (cwd / "recordings" / "seed-5578-off.jsonl.zst").resolve() == \
+        ROOT / "recordings" / "seed-5578-off.jsonl.zst"
 
 
 PLAN = lane_plan()

@@ -15,6 +15,7 @@ from rich.segment import Segment
 from textual.widgets._footer import FooterKey
 
 from engine.analysis.runway import forecast
+from engine.conventions import pct_text
 from engine.stream.reader import load
 from screens_harness import (LATE, OFF, RECORDING_PATH, TOGGLED, live_status, panel_app,
                              replay_status, view_until)
@@ -71,7 +72,8 @@ async def test_status_keeps_every_key_number_at_80x24_with_recording_on(pending)
         first = lines(bar)[0]
         assert len(first) <= bar.content_size.width == 78
         for needed in ("→wm:0.5…" if pending else "off", "running", "123456", "run 256", "1024", "99999",
-                       f"GPU {last.gpu_pct:.0f}%", f"CPU {last.cpu_pct:.0f}%", "●REC"):
+                       f"GPU {pct_text(last.gpu_pct, 0)}%", f"CPU {pct_text(last.cpu_pct, 0)}%",
+                       "●REC"):
             assert needed in first, (needed, first)
         assert RECORDING_PATH not in bar.render().plain  # the full path is in the help
         await pilot.press("question_mark")

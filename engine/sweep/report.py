@@ -89,10 +89,12 @@ def _cell(value: Any) -> str:
     return safe(value)  # a row's strings come from results.jsonl: no control characters
 
 
-def _table_cells(report: Report) -> tuple[list[str], list[list[str]]]:
+def _table_cells(report: Report, terminal: bool = False) -> tuple[list[str], list[list[str]]]:
+    """The table's headers and rows; on a terminal (80 columns) without the status column when
+    every row is ok (the footer says so)."""
     keys = [a.key for a in report.spec.axes]
     shown = table_columns(report.rows)
-    if all(row.get("status") == "ok" for row in report.rows):  # the footer says 0 failed
+    if terminal and all(row.get("status") == "ok" for row in report.rows):
         shown = tuple(c for c in shown if c[0] != "status")
     headers = [*keys, *(h for _, h in shown)]
     body = []
@@ -132,7 +134,7 @@ def render_terminal(report: Report, color: bool | None = None, width: int | None
         width = terminal_width()
     console = Console(file=out, width=width, force_terminal=bool(color),
                       color_system="standard" if color else None, highlight=False)
-    headers, body = _table_cells(report)
+    headers, body = _table_cells(report, terminal=True)
     n_keys = len(report.spec.axes)
     justify = ["left" if i < n_keys or header == "end" else "right"
                for i, header in enumerate(headers)]
