@@ -21,6 +21,15 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
 
 
+def wrapped(text: str, indent: int = 0, width: int | None = None) -> str:
+    """A sentence of command output wrapped at words to `width` (default the terminal's, 80
+    without one), its continuation lines indented by `indent`: prose fits as tables do."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width or terminal_width(), break_long_words=False,
+                                    break_on_hyphens=False, subsequent_indent=" " * indent))
+
+
 def two_lines(header: str, most: int = 9) -> str:
     """A header longer than `most` broken at the space nearest its middle ("gen tok/s\\n(sim)"),
     so a column of short numbers is not as wide as its words."""

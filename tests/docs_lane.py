@@ -327,6 +327,7 @@ def test_a_run_in_the_lane_records_into_its_own_directory(tmp_path):
 PLAN = lane_plan()
 
 
+@pytest.mark.timeout(3 * TIMEOUT_S)  # a block is several commands, each up to TIMEOUT_S
 @pytest.mark.parametrize("where, cmds", PLAN, ids=[where for where, _ in PLAN])
 def test_the_documented_commands_run_and_exit_as_the_docs_say(where, cmds, tmp_path):
     here = installed_engine()

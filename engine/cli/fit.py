@@ -24,6 +24,7 @@ from engine.cli.reading import read_input
 from engine.cli.run_flags import add_run_flags, spec_from_args
 from engine.errors import ConfigError, EngineError, RecordingError
 from engine.exit_status import ExitStatus
+from engine.widths import wrapped
 from engine.outpath import classify, ensure_parent, write_output
 
 
@@ -122,8 +123,9 @@ class Fit(CLISubcommand):
                              f"--max-tokens, ... or --config)\n")
         sys.stdout.write(f"{sims} sims. Error per metric (mean absolute, in the metric's units; "
                          f"abort_s on the stats clock):\n{error_table(before, best)}\n")
-        sys.stdout.write(f"before: {acceptance(before.result, fitted.requests)}\n"
-                         f"after:  {acceptance(best.result, fitted.requests)}\n")
+        sys.stdout.write(wrapped(f"before: {acceptance(before.result, fitted.requests)}", 8)
+                         + "\n" + wrapped(f"after:  {acceptance(best.result, fitted.requests)}",
+                                          8) + "\n")
         try:
             write_output(args.output, fitted_toml(fitted, best, before, args.log).encode())
         except OSError as exc:
