@@ -58,7 +58,7 @@ INSTALL = "installing: .ci/venv builds every venv CI uses with this very command
 SERVER = ("a server that runs until stopped, with a model to serve: "
           "tests/test_v1_serve.py and tests/test_v0_openai_server.py drive the same commands")
 GPU = "needs a GPU (the gpu backend); the same command with --sim runs in this lane"
-STEPPED = r"step [\d,]+"  # the status line of a screen showing a step
+STEPPED = r"step [\d,]+ / [1-9][\d,]*"  # the replay bar once steps ran (live) or loaded
 
 HOW: dict[str, How] = {
     # installing, testing: what CI itself does
