@@ -133,8 +133,9 @@ def _describe(item: Record, last_step: int, engine: str = "v0") -> Event | None:
         return Event(item.step, "policy", f"policy {item.old} → {item.new} from step "
                                           f"{item.step} (source {item.source})")
     if isinstance(item, EngineAborted):
-        state = (f"running {item.running}, waiting {item.waiting}, GPU KV {pct_text(item.gpu_pct)}%"
-                 if engine == "v1" else f"swapped {item.swapped}, CPU KV {pct_text(item.cpu_pct)}%")
+        state = (f"running {item.running}, waiting {item.waiting}, GPU KV "
+                 f"{pct_text(item.gpu_pct)}%" if engine == "v1"
+                 else f"swapped {item.swapped}, CPU KV {pct_text(item.cpu_pct)}%")
         return Event(item.step, "abort", f"ABORTED at step {item.step}: {item.error}: "
                                          f"{item.message} ({state})", "error")
     if isinstance(item, LogLine):
