@@ -58,6 +58,10 @@ INSTALL = "installing: .ci/venv builds every venv CI uses with this very command
 SERVER = ("a server that runs until stopped, with a model to serve: "
           "tests/test_v1_serve.py and tests/test_v0_openai_server.py drive the same commands")
 GPU = "needs a GPU (the gpu backend); the same command with --sim runs in this lane"
+RELEASE_DAY = ("installs an unreleased vLLM's venv from the network (minutes, GBs): the "
+               "release-day bench, run by hand when vLLM ships")
+RELEASES = ("runs the workload in several releases' venvs on Ray, building any missing one "
+            "(GBs each): tests/test_releases_cmd.py runs it on the venvs CI has built")
 STEPPED = r"step [\d,]+ / [1-9][\d,]*"  # the replay bar once steps ran (live) or loaded
 
 HOW: dict[str, How] = {
@@ -138,6 +142,15 @@ HOW: dict[str, How] = {
     "observatory serve --preset seed-5578 --token-file ~/.observatory-token":
         How(skip=True, why="a server that runs until stopped: tests/test_service.py"),
     "ssh -L 8765:127.0.0.1:8765 gpu-host": How(skip=True, why="another host"),
+    # several releases' venvs (GBs each, minutes to build, the network)
+    "python3.11 bench/v1_releases.py 0.35.0": How(skip=True, why=RELEASE_DAY),
+    "python3.11 bench/v1_releases.py 0.35.0 --write": How(skip=True, why=RELEASE_DAY),
+    "observatory releases --preset v1-thrash --releases 0.18.0,0.24.0,0.29.0,0.34.0":
+        How(skip=True, why=RELEASES),
+    "observatory releases --trace my-trace.jsonl --releases 0.18.0..0.34.0 --max-steps 3000":
+        How(skip=True, why=RELEASES),
+    "observatory releases --from recordings/mine.jsonl.zst --releases 0.24.0,0.29.0":
+        How(skip=True, why=RELEASES),
     "VLLM_TARGET_DEVICE=cpu vllm serve tiny/ --distributed-executor-backend engine.SimExecutor":
         How(skip=True, why=SERVER),
     "vllm bench serve --base-url http://127.0.0.1:8000 --model tiny/ --dataset-name random "
