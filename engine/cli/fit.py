@@ -226,6 +226,8 @@ def fitted_toml(spec: Any, best: Any, before: Any, log_name: str) -> str:
         keep += ("trace", "trace_format", "trace_start", "trace_limit", "trace_speed",
                  "trace_n", "trace_skip_bad", "trace_sha256")
     data = {k: v for k, v in spec.to_dict().items() if k in keep}
+    if data.get("num_cpu_blocks") is not None:  # they override the swap space on the sim,
+        data.pop("swap_space_gib", None)  # and `run --config` refuses a file with both
     header = [f"# fitted by `observatory fit` to {log_name}",
               f"# score {before.score:.3f} -> {best.score:.3f}; warm-up (stats clock at the "
               f"first step) {best.values['warmup_s']:.2f} s",
