@@ -17,8 +17,8 @@ How a command runs:
   with why and what runs the same path instead (an install, CI itself, a GPU, a server that
   runs until stopped, another host).
 
-tests/test_docs_lane_table.py (in the docs venv, no vLLM) holds HOW to the docs: every entry
-names a command some page still shows.
+tests/test_docs_lane_table.py (in the suite; it runs nothing) holds HOW to the docs: every entry
+names a command some page still shows, and every declared difference says why.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The docs lane's table (tests/docs_lane.py's HOW) stays true to the docs: every entry names a
 command some page still shows, every command the lane does not run as written says why, and
-every command is parsed whole. No vLLM: this runs in the docs venv, beside tests/test_docs.py.
+every command is parsed whole. It runs nothing: the lane itself is .ci/run's docs_lane.
 """
 
 from __future__ import annotations
