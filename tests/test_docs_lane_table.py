@@ -32,3 +32,13 @@ def test_the_blocks_parse_into_whole_commands():
     assert off.expected == 3 and off.where.startswith("README.md")
     # each command runs once in the lane, where it first appears
     assert len({c.text for c in commands}) == len(commands)
+
+
+def test_a_command_two_pages_show_exits_the_same_on_both():
+    """The lane runs a command where it first appears; a page that shows it again must not say
+    another exit status (the seed guide's `run --policy off` now says exit 3 too)."""
+    said: dict[str, set[int]] = {}
+    for _, cmds in docs_lane.blocks():
+        for cmd in cmds:
+            said.setdefault(cmd.text, set()).add(cmd.expected)
+    assert {text: codes for text, codes in said.items() if len(codes) > 1} == {}
