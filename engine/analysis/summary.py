@@ -29,6 +29,7 @@ import msgspec
 
 from engine.analysis.seats import underfilled
 from engine.analysis.stall import StallWatch, seat_limit
+from engine.conventions import percent
 from engine.safe_text import safe
 from engine.traces import stats as trace_stats
 from engine.traces.stats import TraceStats
@@ -131,10 +132,13 @@ class V1Summary(msgspec.Struct, kw_only=True):
     # prompt tokens each request found already computed when first admitted (each request
     # once: at most the prompts' tokens); None for a recording made before it was recorded
     cached_tokens_per_request: int | None = None
-    # cached_tokens_per_request of the trace's prefix_tokens_allowed (what its hash_ids and
-    # --trace-n allow), in percent (0-100); None without a trace, when it allows none or the
-    # recording predates cached_tokens_per_request
-    trace_prefix_hit_pct: float | None = None
+    # cached_tokens_per_request of prompt_tokens, in percent (0-100: a request finds at most
+    # its prompt less its last token); None when the recording predates the per-request
+    # count. A trace run compares the count with trace.prefix_tokens_allowed instead (what its
+    # hash_ids and --trace-n allow when requests are admitted in arrival order: vLLM admitting
+    # one early, as a CPU tier's async loads make it, can find a little more, so that is a
+    # count beside a count, not a percentage)
+    cached_prompt_pct: float | None = None
 
     # the V0 names a comparison table reads (V1 has no swap space: its CPU is the tier)
     @property
@@ -401,17 +405,18 @@ class SummaryBuilder:
                for field, value in self.tier.items()},
             cpu_tier_wait_seconds=round(self.tier_wait_s, 6),
             trace=self.trace,
-            trace_prefix_hit_pct=self._trace_hit_pct(),
+            cached_prompt_pct=self._cached_prompt_pct(),
         )
 
 
-    def _trace_hit_pct(self) -> float | None:
-        """The per-request cached tokens of what the trace allows, in %: each request's hits
-        once, so never above 100 (a preempted request's second admission is not a new hit)."""
-        allowed = self.trace.prefix_tokens_allowed if self.trace is not None else 0
-        if not allowed or self.first_hits is None or not self.steps:
+    def _cached_prompt_pct(self) -> float | None:
+        """The per-request cached tokens of the prompts that arrived, in %; None when either is
+        not in the recording whole (made before the per-request count; switched on mid-run,
+        with requests admitted that arrived before it)."""
+        hits, prompts = self.first_hits, self.prompt_tokens_arrived
+        if hits is None or not self.steps or not prompts or hits > prompts:
             return None
-        return round(100.0 * self.first_hits / allowed, 2)
+        return round(percent(hits, prompts), 2)
 
 
 _TIER_SUMS = ("cpu_loads", "cpu_load_bytes", "cpu_stores", "cpu_store_bytes", "cpu_evictions",
@@ -433,10 +438,11 @@ on everything else; a required field missing is still a damaged index."""
 
 
 RETIRED_MEANINGS = ("longest_stall_kv_free_pct", "trace_prefix_hit_pct")
-"""V1 summary fields whose meaning changed when `cached_tokens_per_request` came (the stall's
-KV free had been at its last step, the trace's hits per admission): a summary sealed before
-that says them in the old sense, so its view leaves them out and they are read from the
-records."""
+"""V1 summary fields sealed before `cached_tokens_per_request` came that no summary says any
+more in their sense: the stall's KV free (at its last step then, the least over it now) and
+the trace's hit percentage (per admission over what the trace allows, which passed 100: gone,
+the cached tokens per request stand beside the allowance as counts). The view of such a
+summary leaves them out; the records say today's."""
 
 
 def current_names(summary: dict[str, Any]) -> dict[str, Any]:
