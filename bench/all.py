@@ -1,16 +1,17 @@
-"""Regenerate docs/performance.md's figures: run the benches the page quotes, each in the venv
-of the vLLM release it measures, and rewrite each figure's block from what the bench printed.
+"""Regenerate the performance figures: run the benches docs/performance.md quotes, each in the
+venv of the vLLM release it measures, and write each figure's result to bench/results/NAME.json,
+which the docs build renders into the page (docs/hooks/reference.py, at its `<!-- figure: NAME
+-->` marker): the figures are data, committed, and the page cannot show anything else.
 
-The page keeps its prose; a figure is the block between `<!-- figure: NAME -->` and
-`<!-- /figure: NAME -->`, and this script owns it: the command that made it, the machine, the
-load average before and after the run (the machine is shared, and load moves every ratio), the
-date, and the bench's own summary lines, verbatim. A bench that fails leaves its block as it
-was and makes the exit status 1. Venvs come from `.ci/venv EXTRA` (built once, then reused).
+A result holds the command that made it, the machine, the load average before and after the run
+(the machine is shared, and load moves every ratio), the date, and the bench's own summary
+lines, verbatim. A bench that fails leaves its result as it was and makes the exit status 1.
+Venvs come from `.ci/venv EXTRA` (built once, then reused).
 
-Run: python bench/all.py [--quick] [--only NAME ...] [--page PATH] [--list]
+Run: python bench/all.py [--quick] [--only NAME ...] [--results DIR] [--list]
 --quick runs each bench for a smoke test (few steps, one or two pairs) and prints the blocks
-without touching the page unless --page names one (so a smoke run's figures never land in
-docs/performance.md by accident).
+without writing a result unless --results names a directory (so a smoke run's figures never
+land in bench/results/ by accident).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "performance.md"
+RESULTS = ROOT / "bench" / "results"
 
 
 @dataclass(frozen=True)
@@ -87,10 +89,8 @@ FIGURES: tuple[Figure, ...] = (
 )
 """Every figure the page generates, in page order."""
 
-BEGIN = "<!-- figure: {name} -->"
-END = "<!-- /figure: {name} -->"
-_BLOCK = re.compile(r"<!-- figure: (?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- /figure: (?P=name) -->",
-                    re.S)
+MARKER = "<!-- figure: {name} -->"
+_MARKER = re.compile(r"<!-- figure: (?P<name>[\w-]+) -->")
 
 
 def machine() -> str:
@@ -119,39 +119,51 @@ def figure_lines(figure: Figure, output: str) -> list[str]:
     return [line.rstrip() for line in output.splitlines() if keep.search(line)]
 
 
-def render(figure: Figure, lines: list[str], *, quick: bool, load: tuple[float, float],
-           when: _dt.datetime, where: str) -> str:
-    """The block's text, markers included."""
-    body = "\n".join(lines)
-    return (f"{BEGIN.format(name=figure.name)}\n"
-            f"Command: `{figure.command(quick)}` ({figure.extra} venv), run by "
-            f"`python bench/all.py{' --quick' if quick else ''}`; {where}, load average "
-            f"{load[0]:.1f} before and {load[1]:.1f} after; "
-            f"{when.strftime('%Y-%m-%d %H:%M')} UTC.\n\n"
-            f"```text\n{body}\n```\n"
-            f"{END.format(name=figure.name)}")
+def result_of(figure: Figure, lines: list[str], *, quick: bool, load: tuple[float, float],
+              when: _dt.datetime, where: str) -> dict:
+    """What bench/results/NAME.json holds for one run of a figure's bench."""
+    return {"name": figure.name, "command": figure.command(quick), "extra": figure.extra,
+            "quick": quick, "machine": where, "load_before": round(load[0], 2),
+            "load_after": round(load[1], 2), "when": when.strftime("%Y-%m-%d %H:%M UTC"),
+            "lines": lines}
 
 
-def blocks(page: str) -> dict[str, str]:
-    """NAME -> the block's body, for every figure block on the page."""
-    return {m["name"]: m["body"] for m in _BLOCK.finditer(page)}
+def render(result: dict) -> str:
+    """A result as the page shows it: the command, machine, load and date, then the lines."""
+    body = "\n".join(result["lines"])
+    return (f"Command: `{result['command']}` ({result['extra']} venv), run by "
+            f"`python bench/all.py{' --quick' if result['quick'] else ''}`; "
+            f"{result['machine']}, load average {result['load_before']:.1f} before and "
+            f"{result['load_after']:.1f} after; {result['when']}.\n\n"
+            f"```text\n{body}\n```\n")
 
 
-def rewrite(page: str, new: dict[str, str]) -> str:
-    """`page` with the blocks named in `new` replaced (each value a whole rendered block);
-    everything outside them, the prose, is kept as it was."""
-    def swap(match: re.Match[str]) -> str:
-        return new.get(match["name"], match[0])
-
-    return _BLOCK.sub(swap, page)
+def markers(page: str) -> list[str]:
+    """The figures a page shows, by name, in page order."""
+    return [m["name"] for m in _MARKER.finditer(page)]
 
 
-def run(figure: Figure, quick: bool) -> str | None:
-    """Run one bench; its rendered block, or None (and a line on stderr) if it failed."""
+def read_result(name: str, results: Path = RESULTS) -> dict:
+    import json
+
+    return json.loads((results / f"{name}.json").read_text())
+
+
+def write_result(result: dict, results: Path = RESULTS) -> Path:
+    import json
+
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / f"{result['name']}.json"
+    path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def run(figure: Figure, quick: bool) -> dict | None:
+    """Run one bench; its result, or None (and a line on stderr) if it failed."""
     try:
         python = venv_python(figure.extra)
     except (subprocess.CalledProcessError, OSError, IndexError) as exc:
-        print(f"{figure.name}: no {figure.extra} venv ({exc}); its block is kept",
+        print(f"{figure.name}: no {figure.extra} venv ({exc}); its result is kept",
               file=sys.stderr)
         return None
     before = os.getloadavg()[0]
@@ -163,20 +175,22 @@ def run(figure: Figure, quick: bool) -> str | None:
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         print(f"{figure.name}: `{figure.command(quick)}` exited {done.returncode} ({tail}); "
-              f"its block is kept", file=sys.stderr)
+              f"its result is kept", file=sys.stderr)
         return None
-    return render(figure, lines, quick=quick, load=(before, after), when=when, where=machine())
+    return result_of(figure, lines, quick=quick, load=(before, after), when=when,
+                     where=machine())
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
-                        help="a smoke run: few steps and pairs; the page is left alone "
-                             "unless --page is given")
+                        help="a smoke run: few steps and pairs; no result is written unless "
+                             "--results is given")
     parser.add_argument("--only", nargs="+", metavar="NAME",
                         help="run only these figures (--list names them)")
-    parser.add_argument("--page", type=Path, default=None,
-                        help=f"the page to rewrite (default {PAGE.relative_to(ROOT)})")
+    parser.add_argument("--results", type=Path, default=None,
+                        help=f"where to write the results (default "
+                             f"{RESULTS.relative_to(ROOT)})")
     parser.add_argument("--list", action="store_true", help="list the figures and exit")
     args = parser.parse_args()
     if args.list:
@@ -189,33 +203,19 @@ def main() -> int:
         print(f"bench/all.py: no figure {', '.join(unknown)}: use one of "
               f"{', '.join(sorted(names))}", file=sys.stderr)
         return 2
-    page = args.page or (None if args.quick else PAGE)
-    if page is not None and not page.is_file():
-        print(f"bench/all.py: {page} is not a file: give the page to rewrite with --page",
-              file=sys.stderr)
-        return 2
-    new: dict[str, str] = {}
+    results = args.results or (None if args.quick else RESULTS)
     failed = False
     for figure in FIGURES:
         if args.only and figure.name not in args.only:
             continue
         print(f"{figure.name}: {figure.command(args.quick)} ...", flush=True)
-        block = run(figure, args.quick)
-        if block is None:
+        result = run(figure, args.quick)
+        if result is None:
             failed = True
             continue
-        new[figure.name] = block
-        print(block, flush=True)
-    if page is not None and new:
-        text = page.read_text()
-        missing = sorted(set(new) - set(blocks(text)))
-        if missing:
-            print(f"bench/all.py: {page} has no block for {', '.join(missing)}: add "
-                  f"{BEGIN.format(name=missing[0])} ... {END.format(name=missing[0])}",
-                  file=sys.stderr)
-            return 2
-        page.write_text(rewrite(text, new))
-        print(f"rewrote {len(new)} figure(s) of {page}")
+        print(render(result), flush=True)
+        if results is not None:
+            print(f"wrote {write_result(result, results)}")
     return 1 if failed else 0
 
 

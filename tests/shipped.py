@@ -28,3 +28,9 @@ def manifest() -> dict[str, str]:
 def shipped(pattern: str = "*") -> list[Path]:
     """The shipped recordings whose names match `pattern` (fnmatch), sorted by name."""
     return sorted(RECORDINGS / name for name in manifest() if fnmatch(name, pattern))
+
+
+def shipped_recordings() -> list[Path]:
+    """Every shipped recording, by name (the imported real log in recordings/reference/ is not
+    a run the observatory made: no steps to compare)."""
+    return shipped("*.jsonl.zst")

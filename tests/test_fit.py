@@ -119,6 +119,9 @@ def test_fit_writes_a_config_that_run_takes(tmp_path) -> None:
     assert "score" in done.stdout and "before:" in done.stdout
     fields = load_config(RunSpec, str(out))  # the same checks `run --config` applies
     assert fields["max_tokens"] == 64 and fields["enable_chunked_prefill"] is True
+    # the demo's CPU blocks, not a swap space too: `run --config` refuses both (the docs
+    # lane ran the guide's `fit ... && run --config fitted.toml` into that)
+    assert fields["num_cpu_blocks"] == 512 and "swap_space_gib" not in fields
     assert set(fields["cost"].__struct_fields__) == set(CostModel.__struct_fields__)
     assert isinstance(fields["lengths"], OutputLengths)
 

@@ -110,7 +110,13 @@ def test_the_fit_of_a_v1_log_recovers_the_clock_it_was_made_with(fitted) -> None
 
 def test_the_fitted_toml_runs_as_the_fitted_run(fitted) -> None:
     _, stdout, toml = fitted
-    after = next(line for line in stdout.splitlines() if line.startswith("after:"))
+    lines = stdout.splitlines()
+    at = next(k for k, line in enumerate(lines) if line.startswith("after:"))
+    after = lines[at]  # and its continuation lines (80 columns: indented under it)
+    for line in lines[at + 1:]:
+        if not line.startswith(" " * 8):
+            break
+        after += " " + line.strip()
     done = _cli("run", "--config", str(toml), "--json", "--no-record")
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)

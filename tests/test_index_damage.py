@@ -394,7 +394,7 @@ def test_an_honest_index_sealed_before_todays_fields_is_not_called_forged(path, 
     sealed = current_names(recording.index.summary)
     folded = summarize(recording.all_items())
     assert sealed["prompt_tokens_computed"] == folded.prompt_tokens_computed > 0
-    assert sealed["cached_tokens"] == folded.cached_tokens
+    assert sealed["cached_tokens_per_admission"] == folded.cached_tokens_per_admission
     assert folded.prompt_tokens > 0  # the prompts' own, which the old index never had
     assert main(["summary", str(path)]) == 0
     assert "forged" not in capsys.readouterr().err

@@ -1,8 +1,10 @@
-"""docs/performance.md names, for every figure, the bench command that makes it, and
-`python bench/all.py` can regenerate every generated block (issue #30, "Performance").
+"""docs/performance.md shows, for every bench figure, the committed result the bench wrote
+(bench/results/NAME.json, by `python bench/all.py`): the docs build renders each marker from its
+result (docs/hooks/reference.py), so the page can only say what the data says (issue #37, "docs
+that cannot go stale"). Every section that quotes a number names the command that makes it.
 
 No vLLM here (the docs venv runs it too): bench/all.py is read as a module, never run; what
-the page says is checked against its FIGURES table and the files under bench/.
+the page says is checked against its FIGURES table, the results and the files under bench/.
 """
 
 from __future__ import annotations
@@ -26,26 +28,32 @@ def bench_all():
     return module
 
 
-def test_every_generated_block_is_a_figure_of_bench_all():
+def test_every_figure_of_bench_all_is_on_the_page_once():
     module = bench_all()
-    on_page = module.blocks(PAGE.read_text())
-    assert set(on_page) == {figure.name for figure in module.FIGURES}
+    assert sorted(module.markers(PAGE.read_text())) == sorted(f.name for f in module.FIGURES)
 
 
-def test_every_generated_block_names_its_command_and_the_script_exists():
+def test_every_figure_has_a_result_its_bench_printed():
     module = bench_all()
-    on_page = module.blocks(PAGE.read_text())
     for figure in module.FIGURES:
-        body = on_page[figure.name]
+        result = module.read_result(figure.name)
         assert (ROOT / figure.script).is_file(), f"{figure.name}: no {figure.script}"
-        assert f"`{figure.command()}`" in body or f"`{figure.command(True)}`" in body, (
-            f"block {figure.name} does not name its command {figure.command()}")
-        lines = re.search(r"```text\n(.*?)\n```", body, re.S)
-        assert lines, f"block {figure.name} has no bench output"
+        assert result["name"] == figure.name and result["extra"] == figure.extra
+        assert result["command"] == figure.command(result["quick"])
+        assert not result["quick"], f"{figure.name}: a --quick smoke run is not a figure"
         keep = re.compile(figure.keep)
-        for line in lines[1].splitlines():  # the bench printed it, so the filter keeps it
+        assert result["lines"]
+        for line in result["lines"]:  # the bench printed it, so the filter keeps it
             assert keep.search(line), f"{figure.name}: {line!r} is not a line the bench prints"
-        assert re.search(r"load average [\d.]+ before and [\d.]+ after", body)
+        rendered = module.render(result)
+        assert f"`{figure.command()}`" in rendered
+        assert re.search(r"load average [\d.]+ before and [\d.]+ after", rendered)
+
+
+def test_the_results_hold_no_figure_the_page_does_not_show():
+    module = bench_all()
+    names = {f.name for f in module.FIGURES}
+    assert {p.stem for p in (ROOT / "bench" / "results").glob("*.json")} == names
 
 
 def test_every_section_with_figures_names_a_bench_command_that_exists():
@@ -63,17 +71,16 @@ def test_every_section_with_figures_names_a_bench_command_that_exists():
                              section), f"section {title!r} quotes figures but names no command"
 
 
-def test_rewrite_replaces_only_the_blocks():
+def test_a_result_round_trips_and_renders_its_header(tmp_path):
     module = bench_all()
     figure = module.FIGURES[0]
-    page = (f"prose before\n{module.BEGIN.format(name=figure.name)}\nold\n"
-            f"{module.END.format(name=figure.name)}\nprose after\n")
-    block = module.render(figure, ["v1-thrash, 2,000 steps x 5 alternating pairs: ..."],
-                          quick=False, load=(1.25, 2.0),
-                          when=_dt.datetime(2026, 12, 5, 20, 0, tzinfo=_dt.timezone.utc),
-                          where="2-core test")
-    new = module.rewrite(page, {figure.name: block})
-    assert new.startswith("prose before\n") and new.endswith("\nprose after\n")
-    assert "old" not in new and "load average 1.2 before and 2.0 after" in new
-    assert module.blocks(new)[figure.name].startswith(f"Command: `{figure.command()}`")
-    assert module.rewrite(new, {}) == new  # nothing asked, nothing changed
+    result = module.result_of(figure, ["v1-thrash, 2,000 steps x 5 alternating pairs: ..."],
+                              quick=False, load=(1.25, 2.0),
+                              when=_dt.datetime(2026, 12, 5, 20, 0, tzinfo=_dt.timezone.utc),
+                              where="2-core test")
+    module.write_result(result, tmp_path)
+    again = module.read_result(figure.name, tmp_path)
+    assert again == result
+    text = module.render(again)
+    assert text.startswith(f"Command: `{figure.command()}`")
+    assert "load average 1.2 before and 2.0 after" in text and "2026-12-05 20:00 UTC" in text

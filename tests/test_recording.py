@@ -773,7 +773,8 @@ def test_perfetto_export_is_valid_json_with_the_expected_tracks(
     assert {e["name"] for e in events if e["ph"] == "M"} == {"process_name", "thread_name"}
 
 
-def test_csv_has_one_row_per_step(demo_off: tuple[Path, list[Any]], tmp_path: Path) -> None:
+def test_csv_has_one_row_per_step_then_the_aborting_step(demo_off: tuple[Path, list[Any]],
+                                                         tmp_path: Path) -> None:
     import csv
 
     path, _ = demo_off
@@ -782,9 +783,17 @@ def test_csv_has_one_row_per_step(demo_off: tuple[Path, list[Any]], tmp_path: Pa
     assert cli.returncode == 0, cli.stderr.decode()
     rows = list(csv.DictReader(out.open()))
     recording = load(path)
-    assert len(rows) == len(recording)
-    assert [int(r["step"]) for r in rows] == [s.step for s in recording.steps]
-    assert int(rows[-1]["swapped"]) == recording.steps[-1].swapped
+    *done, aborting = rows
+    assert len(done) == len(recording) and {r["aborted"] for r in done} == {"False"}
+    assert [int(r["step"]) for r in done] == [s.step for s in recording.steps]
+    assert int(done[-1]["swapped"]) == recording.steps[-1].swapped
+    # the step vLLM raised in: what it left, no decisions (engine.conventions)
+    abort = recording.abort
+    assert aborting["aborted"] == "True" and int(aborting["step"]) == abort.step
+    assert int(aborting["swapped"]) == abort.swapped and int(aborting["cpu_used"]) == \
+        abort.cpu_used
+    assert aborting["prefill_tokens"] == aborting["n_swapped_out"] == ""
+    assert f"and step {abort.step:,}, where vLLM aborted" in cli.stderr.decode()
 
 
 def test_compare_metrics_from_hand_made_runs(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from rich.segment import Segment
 from textual.widgets._footer import FooterKey
 
 from engine.analysis.runway import forecast
+from engine.conventions import pct_text
 from engine.stream.reader import load
 from screens_harness import (LATE, OFF, RECORDING_PATH, TOGGLED, live_status, panel_app,
                              replay_status, view_until)
@@ -71,7 +72,8 @@ async def test_status_keeps_every_key_number_at_80x24_with_recording_on(pending)
         first = lines(bar)[0]
         assert len(first) <= bar.content_size.width == 78
         for needed in ("→ wm:0.5…" if pending else "off", "running", "123456", "run 256", "1024", "99999",
-                       f"GPU {last.gpu_pct:.0f}%", f"CPU {last.cpu_pct:.0f}%", "●REC"):
+                       f"GPU {pct_text(last.gpu_pct, 0)}%", f"CPU {pct_text(last.cpu_pct, 0)}%",
+                       "●REC"):
             assert needed in first, (needed, first)
         assert RECORDING_PATH not in bar.render().plain  # the full path is in the help
         await pilot.press("question_mark")
@@ -154,9 +156,9 @@ async def test_too_late_banner_from_a_real_demo_run(demo_run):
         assert banner.late_shown
         assert f"The fix came too late: strict took over at step {change.step}, " \
                f"{view.abort.step - change.step} steps before the abort" in text
-        assert f"after step {view.abort.step - 1}" in text
+        assert f"ABORTED at step {view.abort.step}:" in text
         status = lines(app.screen.query_one(StatusBar))[0]
-        assert f"step {view.abort.step - 1}" in status  # banner and status agree
+        assert f"step {view.abort.step}" in status  # banner and status agree
 
 
 async def test_too_late_banner_gives_the_runway_the_status_showed_then():
@@ -183,7 +185,7 @@ async def test_no_too_late_banner_without_a_fix_and_compact_when_small():
         banner = app.screen.query_one(AbortBanner)
         assert not banner.late_shown and banner.compact
         assert len(lines(banner)) == 2 and banner.size.height == 2
-        assert lines(banner)[0].startswith("✗ vLLM ABORTED after step 804:")
+        assert lines(banner)[0].startswith("✗ vLLM ABORTED at step 805:")
 
 
 # -- colours ----------------------------------------------------------------------------------
@@ -353,7 +355,7 @@ async def test_event_log_hides_info_folds_repeats_and_keeps_the_newest_entry():
         assert "events" not in panel.collapsed
         log = app.screen.query_one(EventLog)
         rendered = log.render().plain.split("\n")
-        newest = "run finished: aborted after 805 steps"
+        newest = "run finished: aborted; steps 0–804 completed"
         assert rendered[-1].strip().endswith(newest) or newest in " ".join(rendered)
         preemptions = [line for line in rendered if "preempted" in line]
         assert len(preemptions) <= 1  # three warnings that differ in numbers: one entry
@@ -389,7 +391,7 @@ async def test_ab_stepping_moves_both_runs():
                   if e.kind in ("policy", "swapout", "abort") and 602 < e.step <= here + 1]
         assert events and min(events) in (here, here + 1)
         await pilot.press("end")  # A aborted at 805: it stays at its end, banner on
-        assert screen.steps() == [804, 1599]
+        assert screen.steps() == [805, 1599]
         assert screen.query_one("#banner-0", AbortBanner).has_class("-visible")
         assert not screen.query_one("#banner-1", AbortBanner).has_class("-visible")
         assert "aborted" in lines(screen.query_one("#status-0", StatusBar))[0]

@@ -323,7 +323,8 @@ async def test_browser_sorts_and_replays_a_kept_cell(serial_sweep):
 SHIPPED = ROOT / "sweeps" / "demo-cpu-blocks"
 
 
-def test_the_shipped_report_is_the_report_of_the_shipped_rows():
+def test_the_shipped_report_is_the_report_of_the_shipped_rows(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # report.txt is what an 80-column terminal shows
     report = load_report(str(SHIPPED))
     assert len(report.rows) == report.total_cells == 30 and report.bad_lines == 0
     assert render(report, "markdown") == (SHIPPED / "report.md").read_text()

@@ -55,9 +55,10 @@ def test_every_request_finishes_with_its_forced_lengths(name):
     assert summary.end_reason == "completed"
     assert summary.finished_requests == len(expected)
     assert summary.generated_tokens == sum(o for _, o in expected)
-    if hasattr(summary, "cached_tokens"):  # V1: the prompts' tokens, and those computed plus those cached
+    if hasattr(summary, "cached_tokens_per_request"):  # V1: the prompts' tokens, and those
+        # computed plus those each request found cached
         assert summary.prompt_tokens == sum(i for i, _ in expected)
-        assert (summary.prompt_tokens_computed + summary.cached_tokens
+        assert (summary.prompt_tokens_computed + summary.cached_tokens_per_request
                 == sum(i for i, _ in expected))
     else:
         assert summary.prompt_tokens == sum(i for i, _ in expected)

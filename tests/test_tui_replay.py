@@ -51,8 +51,8 @@ async def test_replay_step_seek_and_jump_to_the_abort():
         assert screen.view.current_step == 102
         await pilot.press("left")
         assert screen.view.current_step == 101
-        await pilot.press("end")
-        assert screen.view.current_step == recording.steps[-1].step
+        await pilot.press("end")  # the step vLLM raised in, after the recorded ones
+        assert screen.view.current_step == recording.abort.step == recording.steps[-1].step + 1
         await pilot.press("home")
         assert screen.view.current_step == 0
         assert not screen.query_one(AbortBanner).has_class("-visible")
@@ -62,16 +62,23 @@ async def test_replay_step_seek_and_jump_to_the_abort():
             if screen.view.abort_visible:
                 break
         await pilot.pause()
-        assert screen.view.current_step == recording.abort.step - 1
+        assert screen.view.current_step == recording.abort.step
         banner = screen.query_one(AbortBanner)
         assert banner.has_class("-visible")
+        assert f"ABORTED at step {recording.abort.step}:" in banner.render().plain
         assert "Aborted due to the lack of CPU swap space" in banner.render().plain
         status = screen.query_one(StatusBar).render().plain
-        assert "aborted" in status and f"swapped {recording.steps[-1].swapped}" in status
+        # the status says what vLLM left when it raised: the summary's peak (104), not the
+        # last completed step's 103
+        assert "aborted" in status and f"step {recording.abort.step}" in status
+        assert f"swapped {recording.abort.swapped}" in status
+        assert recording.abort.swapped == recording.steps[-1].swapped + 1
         assert "wall" not in status  # replay shows no wall-clock values
+        await pilot.press("left")  # the last step that completed: the abort is yet to come
+        assert screen.view.current_step == recording.abort.step - 1
+        assert not banner.has_class("-visible")
         await pilot.press("N")
         assert screen.view.current_step < recording.abort.step - 1
-        assert not banner.has_class("-visible")
         # g: go to a step by number
         await pilot.press("g")
         await pilot.pause()
@@ -79,7 +86,7 @@ async def test_replay_step_seek_and_jump_to_the_abort():
         await pilot.pause()
         assert shown(screen) == (345, 345, "step 345")
         bar = screen.query_one(ReplayBar)
-        assert bar.fraction == pytest.approx(345 / recording.steps[-1].step)
+        assert bar.fraction == pytest.approx(345 / recording.abort.step)
 
 
 async def test_click_on_a_plot_seeks_there():

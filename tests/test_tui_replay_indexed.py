@@ -35,7 +35,8 @@ def indexed_copy(tmp_path: Path, frame_bytes: int = 1 << 15) -> Path:
 async def test_indexed_replay_opens_at_the_end_and_jumps_before_the_whole_read(tmp_path):
     path = indexed_copy(tmp_path)
     full = load(path)
-    first, last = full.first_step, full.last_step
+    first, last = full.first_step, full.abort.step  # the screens end at the aborting step
+    assert last == full.last_step + 1
     hold = threading.Event()  # the whole read waits: drive the window first
     app = replay_app([str(path)], hold_whole_read=hold, window_from_steps=0)
     async with app.run_test(size=SIZE) as pilot:
@@ -105,7 +106,7 @@ async def test_a_jump_to_another_window_shows_that_steps_plots(tmp_path):
                     name = {"GPU": "gpu_pct", "CPU": "cpu_pct", "running": "running",
                             "swapped": "swapped", "waiting": "waiting", "generated": "gen_tps",
                             "prompt": "prompt_tps",
-                            "committed % of GPU+CPU": "committed_pct"}[label]
+                            "committed × GPU+CPU": "committed_x"}[label]
                     wx, wy = whole.series(name, view.first_step, view.last_step, plot.points)
                     assert xs == list(wx) and ys == list(wy), (plot_id, label)
             assert plot._cursor == step  # the cursor line is at the shown step

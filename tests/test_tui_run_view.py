@@ -13,8 +13,21 @@ def test_demo_abort_becomes_events_and_markers(demo_run):
     view = RunView.from_items(items)
     steps = [i for i in items if isinstance(i, StepRecord)]
     abort = next(i for i in items if isinstance(i, EngineAborted))
-    assert len(view) == len(steps) and view.last_step == steps[-1].step
+    assert len(view) == len(steps) and view.recorded_last_step == steps[-1].step
     assert view.abort == abort and view.finished is not None
+    # the step vLLM raised in is one more step to show (engine.conventions): its state is
+    # what vLLM left, it decided nothing, and the plots end at it
+    assert view.last_step == abort.step == steps[-1].step + 1
+    aborting = view.get(abort.step)
+    assert aborting is view.aborting and aborting.swapped == abort.swapped
+    assert (aborting.running, aborting.waiting, aborting.cpu_used) == \
+        (abort.running, abort.waiting, abort.cpu_used)
+    assert not aborting.prefills and not aborting.swapped_out and aborting.batched_tokens == 0
+    xs, ys = view.series("swapped", view.first_step, view.last_step, 10_000)
+    assert (xs[-1], ys[-1]) == (abort.step, abort.swapped)
+    assert max(ys) == abort.swapped
+    xs, _ = view.series("gen_tps", view.first_step, view.last_step, 10_000)
+    assert xs[-1] == steps[-1].step  # no rate: the step never ran
     kinds = [e.kind for e in view.events]
     assert "swapout" in kinds and "abort" in kinds
     # n from the start walks swap-out bursts and lands on the abort last.
@@ -65,7 +78,8 @@ def test_policy_changes_are_tracked(demo_run):
 def test_a_gap_in_the_steps_is_bridged_with_a_notice(demo_run):
     items = [i for i in demo_run("off") if not (isinstance(i, StepRecord) and 50 <= i.step < 53)]
     view = RunView.from_items(items)
-    assert [s.step for s in view.steps] == list(range(view.first_step, view.last_step + 1))
+    assert [s.step for s in view.steps] == list(range(view.first_step,
+                                                      view.recorded_last_step + 1))
     assert view.get(51).swapped == view.get(49).swapped
     assert any(e.kind == "notice" and "50–52 are missing" in e.text for e in view.events)
 

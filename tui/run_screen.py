@@ -269,13 +269,13 @@ class RunScreen(Screen):
         self.draw()
 
     def find_event(self, step: int, direction: int) -> tuple[int, str] | None:
-        """The next or previous event's step (the abort stands for the step that raised: its
-        last completed step is one before it)."""
+        """The next or previous event's step (the abort's is the step that raised, which the
+        view shows after the recorded ones)."""
         view = self.view
         event = view.next_event(step) if direction > 0 else view.prev_event(step)
         if event is None:
             return None
-        return (event.step - 1 if event.kind == "abort" else event.step), event.text
+        return view.clamp(event.step), event.text
 
     def action_jump(self, direction: int) -> None:
         text = self.playhead.jump(direction, self.find_event)

@@ -236,7 +236,8 @@ def gen_records() -> str:
     missing = [c for c in RECORD_CLASSES if c not in classes]
     if missing:
         raise PluginError(f"records.py has no class {', '.join(missing)}: update the docs hook")
-    out = [f"Schema version **{records.SCHEMA_VERSION}**. Counts are integers from 0 to "
+    out = [*gen_conventions(), "## The records", "",
+           f"Schema version **{records.SCHEMA_VERSION}**. Counts are integers from 0 to "
            f"{records.MAX_COUNT:,}, seconds finite from 0 to {records.MAX_SECONDS:g}.", ""]
     for name in RECORD_CLASSES:
         node = classes[name]
@@ -251,7 +252,42 @@ def gen_records() -> str:
                 out.append(f"| `{item.target.id}` | {code(ast.unparse(item.annotation))} | "
                            f"{code(default)} | {cell(_comments(lines, item))} |")
         out.append("")
+    out += gen_summary_fields()
     return "\n".join(out)
+
+
+def gen_conventions() -> list[str]:
+    """engine.conventions' docstring after its first paragraph: what every number means."""
+    import engine.conventions as conventions
+
+    doc = (conventions.__doc__ or "").split("\n\n", 1)
+    if len(doc) < 2:
+        raise PluginError("engine/conventions.py's docstring lost its conventions")
+    return ["## Numbers: what each one means", "",
+            "Decided once, in `engine/conventions.py`, and held on every surface (the screens, "
+            "`summary`, `compare`, `export`, the events) by `tests/test_one_number.py`.", "",
+            doc[1].split("\n\n", 1)[1].strip(), ""]
+
+
+def gen_summary_fields() -> list[str]:
+    """Summary and V1Summary (what `run` and `summary` print), each field with its comment."""
+    import engine.analysis.summary as summary
+
+    path = Path(summary.__file__)
+    lines = path.read_text().splitlines()
+    classes = {n.name: n for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef)}
+    out = ["## The summary", "",
+           "What `observatory run` prints at the end and `observatory summary` prints for a "
+           "recording (`--json`: the same fields), folded from the records "
+           "(`engine/analysis/summary.py`).", ""]
+    for name, title in (("Summary", "V0 (`Summary`)"), ("V1Summary", "V1 (`V1Summary`)")):
+        out += [f"### {title}", "", "| field | type | meaning |", "| --- | --- | --- |"]
+        for item in classes[name].body:
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                out.append(f"| `{item.target.id}` | {code(ast.unparse(item.annotation))} | "
+                           f"{cell(_comments(lines, item))} |")
+        out.append("")
+    return out
 
 
 # ------------------------------------------------------------------------------- exit statuses
@@ -359,7 +395,37 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "cli": gen_cli, "releases": gen_releases, "presets": gen_presets, "settings": gen_settings,
     "policies": gen_policies,
     "records": gen_records, "exit-status": gen_exit_status, "errors": gen_errors,
+    "sweep-heatmap": lambda: gen_sweep_heatmap(),
 }
+
+
+# ----------------------------------------------------------------------- the bench figures
+FIGURE = re.compile(r"<!-- figure: ([\w-]+) -->")
+
+
+def bench_all() -> Any:
+    """bench/all.py as a module (stdlib only): its FIGURES, and how a result is rendered."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_all", ROOT / "bench" / "all.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def gen_figure(name: str) -> str:
+    """A figure of a bench, from its committed result (bench/results/NAME.json, written by
+    `python bench/all.py`): the page shows the data, so it cannot go stale beside it."""
+    module = bench_all()
+    if name not in {figure.name for figure in module.FIGURES}:
+        raise PluginError(f"no bench figure {name!r} in bench/all.py's FIGURES")
+    try:
+        result = module.read_result(name)
+    except (OSError, ValueError) as exc:
+        raise PluginError(f"figure {name!r}: no readable bench/results/{name}.json ({exc}): "
+                          f"run python bench/all.py --only {name}") from None
+    return module.render(result)
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
@@ -373,4 +439,29 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             raise PluginError(f"generating {name!r} imported vLLM: the docs build must not")
         return text
 
+    markdown = FIGURE.sub(lambda m: gen_figure(m.group(1)), markdown)
+    try:
+        markdown = facts().render(markdown, keep_markers=False)
+    except KeyError as exc:
+        raise PluginError(f"{page.file.src_uri}: {exc.args[0]}") from None
     return MARKER.sub(replace, markdown)
+
+
+def facts() -> Any:
+    """docs/facts.py as a module: the figures pages quote from the committed data."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_facts", ROOT / "docs" / "facts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def gen_sweep_heatmap() -> str:
+    """The shipped demo sweep's abort heatmap as `observatory sweep-report` prints it at 80
+    columns, from its committed rows (sweeps/demo-cpu-blocks/results.jsonl)."""
+    from engine.sweep.report import load, render_terminal
+
+    text = render_terminal(load(str(ROOT / "sweeps" / "demo-cpu-blocks")), color=False,
+                           width=80)
+    return "```text\n" + text[text.index("abort step (x:"):].rstrip() + "\n```"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import sys
 from typing import Sequence
 
@@ -24,6 +23,7 @@ from engine.stream.records import StepRecord
 from engine.analysis.summary import summarize
 from engine.stream.timeaxis import axis_named, axis_of
 from engine.traces.stats import label as trace_label
+from engine.widths import terminal_width
 
 
 class RunMetrics(msgspec.Struct, kw_only=True):
@@ -173,9 +173,23 @@ def _axis_label(metrics: Sequence[RunMetrics]) -> str:
     return "per run: not comparable"
 
 
-def format_table(metrics: Sequence[RunMetrics]) -> str:
-    """Metrics as rows, runs as columns: reads across, whatever the number of runs."""
-    cells = [["", *(safe(m.name) for m in metrics)]]
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+MAX_CELL = 14
+"""A cell wider than this moves its whole row below the table (as `label  A value  B value`),
+so one long value (a stall's reason, `per-iteration-count`) does not widen every block."""
+
+
+def run_letter(i: int) -> str:
+    """Run i's letter: its column in the table, its mark on the plot, its line in the key."""
+    return LETTERS[i] if i < len(LETTERS) else f"R{i + 1}"
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else f"{value:,}" if isinstance(value, int) else safe(value)
+
+
+def _rows(metrics: Sequence[RunMetrics]) -> list[tuple[str, list[str]]]:
+    """(label, one cell per run) for every row the runs have, in order."""
     axis = _axis_label(metrics)
     rows = _ROWS
     if all(isinstance(m, V1RunMetrics) for m in metrics):  # V1 has no swap space; its CPU
@@ -187,63 +201,145 @@ def format_table(metrics: Sequence[RunMetrics]) -> str:
         rows += _V1_ROWS
     if any(m.trace for m in metrics):
         rows = (("trace", "trace"),) + rows
+    out = []
     for label, field in rows:
-        row = [label.replace(_TIMED, axis)]
+        cells = []
         for m in metrics:
             value = getattr(m, field, None)
-            if field == "time_axis":
-                value = axis_named(value).unit
-            row.append("-" if value is None else f"{value:,}" if isinstance(value, int) else
-                       safe(value))
-        cells.append(row)
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-    lines = []
-    for n, row in enumerate(cells):
-        first = row[0].ljust(widths[0])
-        rest = [cell.rjust(width) for cell, width in zip(row[1:], widths[1:])]
-        lines.append("  ".join([first, *rest]).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
+            cells.append(_cell(axis_named(value).unit if field == "time_axis" else value))
+        out.append((label.replace(_TIMED, axis), cells))
+    return out
+
+
+def format_table(metrics: Sequence[RunMetrics], width: int | None = 80) -> str:
+    """Metrics as rows, runs as columns, fitted to `width` (None: one block, however wide).
+
+    Runs are named by letter (A, B, ...) in a key above the table, so a column is as wide as
+    its values, not its file name; the runs that fit side by side form a block, and the next
+    ones a block below it, each with the row labels. A row with a value wider than MAX_CELL is
+    printed under the blocks, one `A value` per run, so the table never wraps or cuts."""
+    letters = [run_letter(i) for i in range(len(metrics))]
+    lines = ["runs:"] + [f"  {letter}  {safe(m.name)}" for letter, m in zip(letters, metrics)]
+    rows = _rows(metrics)
+    wide = [(label, cells) for label, cells in rows
+            if width is not None and any(len(c) > MAX_CELL for c in cells)]
+    table = [(label, cells) for label, cells in rows if (label, cells) not in wide]
+    label_width = max(len(label) for label, _ in table) if table else 0
+    widths = [max([len(letter)] + [len(cells[i]) for _, cells in table])
+              for i, letter in enumerate(letters)]
+    blocks: list[list[int]] = [[]]
+    used = label_width
+    for i, w in enumerate(widths):
+        if width is not None and blocks[-1] and used + 2 + w > width:
+            blocks.append([])
+            used = label_width
+        blocks[-1].append(i)
+        used += 2 + w
+    for block in blocks:
+        lines.append("")
+        head = [" " * label_width, *(letters[i].rjust(widths[i]) for i in block)]
+        lines.append("  ".join(head).rstrip())
+        lines.append("  ".join(["-" * label_width, *("-" * widths[i] for i in block)]))
+        for label, cells in table:
+            lines.append("  ".join([label.ljust(label_width),
+                                    *(cells[i].rjust(widths[i]) for i in block)]).rstrip())
+    for label, cells in wide:
+        lines += ["", f"{label}:"]
+        lines += [f"  {letter}  {cell}" for letter, cell in zip(letters, cells)]
     return "\n".join(lines)
+
+
+def _nice_ticks(lo: float, hi: float, most: int = 6) -> list[int]:
+    """Whole-number ticks from `lo` to `hi`, at most `most`, a round step apart (1, 2 or 5
+    times a power of ten): a step axis never says "step 399.8"."""
+    span = max(1.0, hi - lo)
+    power = 1
+    while True:
+        for base in (1, 2, 5):
+            step = base * power
+            if span / step <= most - 1:
+                first = -(-int(lo) // step) * step
+                return list(range(first, int(hi) + 1, step))
+        power *= 10
 
 
 def cpu_kv_plot(recordings: Sequence[Recording], names: Sequence[str],
                 width: int | None = None, height: int = 20, color: bool | None = None,
                 column: str = "cpu_pct") -> str:
     """One plotext chart of CPU KV % (V1, which has no CPU swap: GPU KV %) over steps, one
-    line per run."""
+    line per run, each drawn with its letter (run_letter) as its mark, and the legend under
+    the plot (plotext's own sits inside it and covered the lines): the mark a line is drawn
+    with is the mark the legend shows. The x axis has whole-step ticks."""
     import plotext as plt
 
     if width is None:
-        width = min(shutil.get_terminal_size((100, 24)).columns, 160)
+        width = min(terminal_width(), 160)
     if color is None:
         color = sys.stdout.isatty()
     plt.clear_figure()
     plt.plot_size(width, height)
-    markers = ("braille", "x", "+", "o", "*", "#")  # without colour, lines differ by marker
-    for i, (recording, name) in enumerate(zip(recordings, names)):
+    last = 0
+    for i, recording in enumerate(recordings):
         if recording.steps:
             xs = [float(s.step) for s in recording.steps]
-            marker = None if color else markers[i % len(markers)]
-            plt.plot(xs, recording.column(column), label=safe(name), marker=marker)
-    plt.title(f"{'GPU' if column == 'gpu_pct' else 'CPU'} KV-cache usage (%) by step")
+            last = max(last, recording.steps[-1].step)
+            plt.plot(xs, recording.column(column), marker=run_letter(i)[0])
+    what = "GPU" if column == "gpu_pct" else "CPU"
+    plt.title(f"{what} KV-cache usage (%) by step")
     plt.xlabel("step")
     plt.ylim(0, 100)
+    plt.yticks([0, 25, 50, 75, 100])
+    ticks = _nice_ticks(0, last)
+    if ticks[-1] < last:  # end the axis at a round step
+        ticks.append(ticks[-1] + (ticks[1] - ticks[0] if len(ticks) > 1 else 1))
+    plt.xlim(0, ticks[-1])
+    plt.xticks(ticks, [f"{t:,}" for t in ticks])
     if not color:
         plt.theme("clear")
     text = plt.build()
     plt.clear_figure()
-    return text if color else plt.uncolorize(text)
+    text = text if color else plt.uncolorize(text)
+    legend = [f"{run_letter(i)[0]} {safe(name)}" for i, name in enumerate(short_names(names))]
+    return text.rstrip("\n") + "\n" + _columns(legend, width)
+
+
+def short_names(names: Sequence[str]) -> list[str]:
+    """The runs' file names without what they all share (a `seed-5578-` prefix, the
+    `.jsonl.zst` suffix): what tells them apart, for a legend where the key is above."""
+    stems = [name.removesuffix(".zst").removesuffix(".jsonl") for name in names]
+    if len(stems) < 2:
+        return stems
+    prefix = os.path.commonprefix(stems)
+    prefix = prefix[:max(prefix.rfind("-"), prefix.rfind("_")) + 1]  # at a word's end
+    return [stem[len(prefix):] or stem for stem in stems]
+
+
+def _columns(items: Sequence[str], width: int) -> str:
+    """`items` in as many columns as fit in `width`, down then across."""
+    if not items:
+        return ""
+    cell = max(len(item) for item in items) + 2
+    per_line = max(1, (width + 2) // cell)
+    rows = -(-len(items) // per_line)
+    lines = []
+    for r in range(rows):
+        row = [items[c * rows + r] for c in range(per_line) if c * rows + r < len(items)]
+        lines.append("".join(item.ljust(cell) for item in row).rstrip())
+    return "\n".join(lines)
 
 
 def compare_text(metrics: Sequence[RunMetrics], recordings: Sequence[Recording],
-                 plot: bool = True) -> str:
-    text = format_table(metrics)
+                 plot: bool = True, width: int | None = None, wide: bool = False) -> str:
+    """The table and the plot, fitted to `width` (default: the terminal's, 80 when it has
+    none); `wide`: the table in one block however wide."""
+    fit = terminal_width() if width is None else width
+    text = format_table(metrics, None if wide else fit)
     lines = divergence_lines(metrics)
     if lines:
         text += "\n\n" + "\n".join(lines)
     if plot:
         v1 = any(isinstance(m, V1RunMetrics) for m in metrics)
         text += "\n\n" + cpu_kv_plot(recordings, [m.name for m in metrics],
+                                      width=min(fit, 160),
                                       column="gpu_pct" if v1 else "cpu_pct")
     return text

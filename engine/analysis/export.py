@@ -12,7 +12,12 @@ Timestamps are on the recording's time axis (engine.stream.timeaxis), in microse
 The process name and `otherData.time` say which.
 
 CSV carries every scalar field (sim_s, wall_s and exec_s all), plus `axis_time_s` and
-`axis_step_s`: the step's end and duration on the recording's axis, named in `time_axis`.
+`axis_step_s`: the step's end and duration on the recording's axis, named in `time_axis`, and
+`aborted`. A run vLLM aborted ends with one more row, the step it raised in (engine.
+conventions): `aborted` True, the queues and blocks vLLM left (so the column's maximum is the
+summary's peak and its step the summary's `abort_step`), and blank cells where a decision
+would be, since vLLM never returned one. The Perfetto trace marks that step with an instant and
+the KV and queue counters vLLM left.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any, Iterator
 import msgspec
 
 from engine.outpath import write_output
-from engine.stream.run import Recording
+from engine.stream.run import ABORT_KNOWN, Recording
 from engine.stream.records import StepRecord, V1StepRecord
 from engine.stream.timeaxis import GPU, axis_of
 
@@ -38,7 +43,7 @@ _SCALARS = [f.name for f in msgspec.structs.fields(StepRecord)
 CSV_COLUMNS = [*_SCALARS, "gpu_pct", "cpu_pct", "prefill_groups", "prefill_tokens",
                "n_swapped_out", "n_swapped_in", "n_recomputed", "n_ignored", "n_finished",
                "n_first_tokens", "swapped_out_ids", "swapped_in_ids", "time_axis",
-               "axis_time_s", "axis_step_s"]
+               "axis_time_s", "axis_step_s", "aborted"]
 
 
 # A V1 recording (Header.engine "v1") speaks V1: no swap space, recompute preemptions.
@@ -46,16 +51,35 @@ _V1_SCALARS = [f.name for f in msgspec.structs.fields(V1StepRecord)
                if getattr(f.type, "__origin__", f.type) in (int, float, bool, str)]
 V1_CSV_COLUMNS = [*_V1_SCALARS, "gpu_pct", "n_new", "n_resumed", "n_scheduled",
                   "n_preempted", "lost_tokens", "n_finished", "n_first_tokens",
-                  "preempted_ids", "time_axis", "axis_time_s", "axis_step_s"]
+                  "preempted_ids", "time_axis", "axis_time_s", "axis_step_s", "aborted"]
+
+_STATED = ABORT_KNOWN | {"time_axis", "axis_time_s", "axis_step_s", "aborted"}
+"""The columns the aborting step's row fills; the rest are decisions vLLM never returned."""
+
+
+def _steps(recording: Recording) -> Iterator[tuple[StepRecord | V1StepRecord, bool]]:
+    """Each recorded step, then the aborting step if vLLM aborted (engine.conventions)."""
+    for s in recording.steps:
+        yield s, False
+    aborting = recording.aborting_step()
+    if aborting is not None:
+        yield aborting, True
+
+
+def _blanked(columns: list[str], row: list[Any], aborting: bool) -> list[Any]:
+    if not aborting:
+        return row
+    return [value if name in _STATED else "" for name, value in zip(columns, row)]
 
 
 def _v1_csv_rows(recording: Recording) -> Iterator[list[Any]]:
     axis = axis_of(recording.header)
-    for s in recording.steps:
-        yield [*(getattr(s, name) for name in _V1_SCALARS), round(s.gpu_pct, 3), len(s.new),
-               len(s.resumed), len(s.scheduled), len(s.preempted), s.lost_tokens,
-               len(s.finished), len(s.first_tokens), " ".join(s.recomputed), axis.name,
-               axis.clock(s), axis.step_seconds(s)]
+    for s, aborting in _steps(recording):
+        yield _blanked(V1_CSV_COLUMNS, [
+            *(getattr(s, name) for name in _V1_SCALARS), round(s.gpu_pct, 3), len(s.new),
+            len(s.resumed), len(s.scheduled), len(s.preempted), s.lost_tokens,
+            len(s.finished), len(s.first_tokens), " ".join(s.recomputed), axis.name,
+            axis.clock(s), axis.step_seconds(s), aborting], aborting)
 
 
 def is_v1(recording: Recording) -> bool:
@@ -74,12 +98,14 @@ def default_output(path: str, fmt: str) -> Path:
 
 def csv_rows(recording: Recording) -> Iterator[list[Any]]:
     axis = axis_of(recording.header)
-    for s in recording.steps:
-        yield [*(getattr(s, name) for name in _SCALARS), round(s.gpu_pct, 3),
-               round(s.cpu_pct, 3), len(s.prefills), sum(t for _, t in s.prefills),
-               len(s.swapped_out), len(s.swapped_in), len(s.recomputed), len(s.ignored),
-               len(s.finished), len(s.first_tokens), " ".join(s.swapped_out),
-               " ".join(s.swapped_in), axis.name, axis.clock(s), axis.step_seconds(s)]
+    for s, aborting in _steps(recording):
+        yield _blanked(CSV_COLUMNS, [
+            *(getattr(s, name) for name in _SCALARS), round(s.gpu_pct, 3),
+            round(s.cpu_pct, 3), len(s.prefills), sum(t for _, t in s.prefills),
+            len(s.swapped_out), len(s.swapped_in), len(s.recomputed), len(s.ignored),
+            len(s.finished), len(s.first_tokens), " ".join(s.swapped_out),
+            " ".join(s.swapped_in), axis.name, axis.clock(s), axis.step_seconds(s), aborting],
+            aborting)
 
 
 def to_csv(recording: Recording) -> str:
@@ -206,6 +232,11 @@ def perfetto_trace(recording: Recording) -> dict[str, Any]:
         events.append({"ph": "C", "pid": pid, "name": "KV cache %",
                        "ts": _us(axis.clock(abort)),
                        "args": {"gpu": round(abort.gpu_pct, 3), "cpu": round(abort.cpu_pct, 3)}})
+        queues = ({"running": abort.running, "waiting": abort.waiting} if is_v1(recording)
+                  else {"running": abort.running, "swapped": abort.swapped,
+                        "waiting": abort.waiting})
+        events.append({"ph": "C", "pid": pid, "name": "requests" if is_v1(recording)
+                       else "queues", "ts": _us(axis.clock(abort)), "args": queues})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"recording": recording.path, "started_at": header.started_at,
                           "vllm_version": header.vllm_version,

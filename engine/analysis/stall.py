@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from engine.analysis.reasons import reason_text
+from engine.conventions import percent
 from engine.stream.records import StepRecord, V1StepRecord
 
 MIN_STEPS = 100
@@ -47,7 +48,9 @@ class Stall:
     since: int
     step: int
     waiting: int  # requests waiting at `step`
-    free_pct: float  # GPU KV blocks free at `step`, in %
+    # the least GPU KV free at any of its steps' ends, in % of all blocks: what was free
+    # throughout (engine.conventions); the reason's own "N free" is vLLM's count at its scan
+    free_pct: float
     reason: str = ""  # what the head waiting request waits for at `step`, as recorded ("": not)
 
     @property
@@ -89,17 +92,22 @@ def admission_stall(steps: Sequence[StepRecord | V1StepRecord], end: int | None 
         return None
     i = end
     stop = max(0, end - SCAN_LIMIT)
+    least = _free(steps[end])
     while i > stop and stalled_step(steps[i - 1], room_fraction, max_seqs):
         i -= 1
+        least = min(least, _free(steps[i]))
     if end - i + 1 < min_steps:
         return None
-    return _stall(steps[i].step, steps[end])
+    return _stall(steps[i].step, steps[end], least)
 
 
-def _stall(since: int, last: V1StepRecord) -> Stall:
+def _free(s: V1StepRecord) -> int:
+    return s.gpu_total - s.gpu_used
+
+
+def _stall(since: int, last: V1StepRecord, least_free: int) -> Stall:
     return Stall(since=since, step=last.step, waiting=last.waiting,
-                 free_pct=100.0 * (last.gpu_total - last.gpu_used) / last.gpu_total,
-                 reason=reason_text(last))
+                 free_pct=percent(least_free, last.gpu_total), reason=reason_text(last))
 
 
 STARTED, ENDED = "started", "ended"
@@ -117,6 +125,7 @@ class StallWatch:
         self.min_steps = min_steps
         self.room_fraction = room_fraction
         self.since: int | None = None  # the first step of the current run of stalled steps
+        self.least_free = 0  # the fewest KV blocks free at any step of that run
         self.current: Stall | None = None  # the stall in progress, once min_steps long
         self.ended: Stall | None = None  # the last stall that is over
         self.longest: Stall | None = None
@@ -131,11 +140,12 @@ class StallWatch:
             self.ended, self.current = self.current, None
             return ENDED
         if self.since is None:
-            self.since = s.step
+            self.since, self.least_free = s.step, _free(s)  # type: ignore[arg-type]
+        self.least_free = min(self.least_free, _free(s))  # type: ignore[arg-type]
         if s.step - self.since + 1 < self.min_steps:
             return None
         started = self.current is None
-        self.current = _stall(self.since, s)  # type: ignore[arg-type]
+        self.current = _stall(self.since, s, self.least_free)  # type: ignore[arg-type]
         if self.longest is None or self.current.steps > self.longest.steps:
             self.longest = self.current
         return STARTED if started else None
@@ -148,6 +158,6 @@ def stall_text(stall: Stall, compact: bool, reason: bool = True) -> str:
         return f"⚠ no admission {stall.steps:,} steps" + (
             f": waits for {stall.reason}" if stall.reason and reason else "")
     text = (f"⚠ no admission for {stall.steps:,} steps while KV has room "
-            f"({stall.free_pct:.0f}% free, {stall.waiting:,} waiting)")
+            f"(≥{int(stall.free_pct)}% free throughout, {stall.waiting:,} waiting)")
     return text + (f": head request waits for {stall.reason}" if stall.reason and reason
                    else "")

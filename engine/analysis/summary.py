@@ -29,6 +29,7 @@ import msgspec
 
 from engine.analysis.seats import underfilled
 from engine.analysis.stall import StallWatch, seat_limit
+from engine.conventions import percent
 from engine.safe_text import safe
 from engine.traces import stats as trace_stats
 from engine.traces.stats import TraceStats
@@ -37,23 +38,23 @@ from engine.stream.records import (Arrivals, EngineAborted, Header, LogEvent, Lo
 
 
 class Summary(msgspec.Struct, kw_only=True):
-    steps: int
-    finished_requests: int
+    steps: int  # steps that completed: a count (engine.conventions), the aborting one not in it
+    finished_requests: int  # requests whose every sequence finished (refused ones not counted)
     aborted: bool
-    abort_reason: str | None
-    abort_step: int | None
-    peak_gpu_kv_pct: float
-    peak_cpu_kv_pct: float
-    peak_swapped: int
-    swap_outs: int
+    abort_reason: str | None  # vLLM's message
+    abort_step: int | None  # the step vLLM raised in: an index, equal to `steps` from step 0
+    peak_gpu_kv_pct: float  # the most GPU KV blocks used at any step's end, the aborting one too
+    peak_cpu_kv_pct: float  # the same for the CPU (swap) blocks
+    peak_swapped: int  # the most groups in the swapped queue at any step's end, or at the abort
+    swap_outs: int  # groups swapped out, over the steps that completed
     swap_ins: int
-    recompute_preemptions: int
-    prefill_blocked_steps: int
+    recompute_preemptions: int  # groups preempted by recomputation
+    prefill_blocked_steps: int  # steps in which the policy withheld new prefills
     policy_changes: int
-    prompt_tokens: int
+    prompt_tokens: int  # prompt tokens computed (vLLM's num_prompt_tokens_iter, summed)
     generated_tokens: int
-    sim_seconds: float
-    wall_seconds: float
+    sim_seconds: float  # simulated seconds at the last step's end
+    wall_seconds: float  # wall-clock seconds the run took
     end_reason: str | None  # RunFinished.reason; None when the recording was cut before the end
     time_axis: str = "sim"  # the recording's time axis (engine.stream.timeaxis): "sim" or "gpu"
     exec_seconds: float = 0.0  # measured seconds in the model executor, summed over steps
@@ -69,11 +70,11 @@ class Summary(msgspec.Struct, kw_only=True):
 class V1Summary(msgspec.Struct, kw_only=True):
     engine: str  # "v1"
     vllm_version: str
-    steps: int
+    steps: int  # steps that completed: a count (engine.conventions)
     finished_requests: int
     aborted: bool
     abort_reason: str | None
-    abort_step: int | None
+    abort_step: int | None  # the step vLLM raised in: an index
     preemptions: int  # recompute preemptions (V1 has no other kind)
     preempted_requests: int  # distinct requests preempted at least once
     max_preemptions_per_request: int
@@ -81,10 +82,11 @@ class V1Summary(msgspec.Struct, kw_only=True):
     recomputed_tokens: int  # tokens computed again after a preemption
     computed_tokens: int  # every token scheduled (prefill, recompute and decode)
     recompute_tax: float  # recomputed_tokens / computed_tokens
-    # prompt tokens admitted requests found already computed: vLLM's num_cached_tokens, i.e. its
-    # GPU prefix cache plus what a KV connector (the CPU tier) loaded. vLLM's own
+    # prompt tokens admitted requests found already computed, at every admission (a preempted
+    # request again when it is resumed: engine.conventions): vLLM's num_cached_tokens, i.e.
+    # its GPU prefix cache plus what a KV connector (the CPU tier) loaded. vLLM's own
     # prefix_cache_hits counts only the first; cpu_tier_hit_tokens counts the second.
-    cached_tokens: int
+    cached_tokens_per_admission: int
     peak_gpu_kv_pct: float
     peak_running: int
     peak_waiting: int
@@ -92,7 +94,7 @@ class V1Summary(msgspec.Struct, kw_only=True):
     policy_changes: int
     prompt_tokens: int  # the prompts' own tokens, every request that arrived
     # prompt tokens the engine computed: chunks, and recompute after preemptions; not what
-    # came from the cache (cached_tokens), nor prompts never scheduled
+    # came from the cache (cached_tokens_per_admission), nor prompts never scheduled
     prompt_tokens_computed: int
     generated_tokens: int
     sim_seconds: float
@@ -104,7 +106,8 @@ class V1Summary(msgspec.Struct, kw_only=True):
     longest_stall_steps: int = 0
     longest_stall_since: int | None = None  # its first step
     longest_stall_waiting: int | None = None  # requests waiting at its last step
-    longest_stall_kv_free_pct: float | None = None  # GPU KV blocks free at its last step
+    # the least GPU KV free at any of its steps' ends, in % of all blocks (engine.conventions)
+    longest_stall_kv_free_pct: float | None = None
     # what the head waiting request waited for at its last step, as vLLM's scan said
     # (engine.analysis.reasons); None when there was no stall or the recording has no reasons
     longest_stall_reason: str | None = None
@@ -123,12 +126,19 @@ class V1Summary(msgspec.Struct, kw_only=True):
     cpu_tier_stores: int = 0  # store jobs (GPU -> CPU)
     cpu_tier_store_bytes: int = 0
     cpu_tier_evictions: int = 0  # chunks evicted
-    cpu_tier_hit_tokens: int = 0  # tokens served from the tier (part of cached_tokens)
+    cpu_tier_hit_tokens: int = 0  # tokens served from the tier (part of the cached tokens)
     cpu_tier_wait_seconds: float = 0.0  # simulated seconds steps waited for transfers
     trace: TraceStats | None = None  # a --trace run: what its trace's rows added up to
-    # cached_tokens against the trace's prefix_tokens_allowed (what its hash_ids and
-    # --trace-n allow), in percent; None without a trace or when it allows none
-    trace_prefix_hit_pct: float | None = None
+    # prompt tokens each request found already computed when first admitted (each request
+    # once: at most the prompts' tokens); None for a recording made before it was recorded
+    cached_tokens_per_request: int | None = None
+    # cached_tokens_per_request of prompt_tokens, in percent (0-100: a request finds at most
+    # its prompt less its last token); None when the recording predates the per-request
+    # count. A trace run compares the count with trace.prefix_tokens_allowed instead (what its
+    # hash_ids and --trace-n allow when requests are admitted in arrival order: vLLM admitting
+    # one early, as a CPU tier's async loads make it, can find a little more, so that is a
+    # count beside a count, not a percentage)
+    cached_prompt_pct: float | None = None
 
     # the V0 names a comparison table reads (V1 has no swap space: its CPU is the tier)
     @property
@@ -180,6 +190,7 @@ class SummaryBuilder:
         self.recomputed = 0
         self.computed = 0
         self.prefix_hits = 0
+        self.first_hits: int | None = 0  # None once a step predates new_prefix_hit_tokens
         self.prompt_tokens_arrived = 0
         self.peak_running = 0
         self.peak_waiting = 0
@@ -223,6 +234,10 @@ class SummaryBuilder:
         self.recomputed += item.recomputed_tokens
         self.computed += item.batched_tokens
         self.prefix_hits += item.prefix_hit_tokens
+        if item.new_prefix_hit_tokens is None:
+            self.first_hits = None
+        elif self.first_hits is not None:
+            self.first_hits += item.new_prefix_hit_tokens
         self.blocked += item.withheld
         self.prompt_tokens += item.prompt_tokens
         self.generated_tokens += item.generated_tokens
@@ -359,7 +374,8 @@ class SummaryBuilder:
             recomputed_tokens=self.recomputed,
             computed_tokens=self.computed,
             recompute_tax=round(self.recomputed / self.computed, 4) if self.computed else 0.0,
-            cached_tokens=self.prefix_hits,
+            cached_tokens_per_admission=self.prefix_hits,
+            cached_tokens_per_request=self.first_hits if self.steps else None,
             peak_gpu_kv_pct=round(self.peak_gpu, 2),
             peak_running=self.peak_running,
             peak_waiting=self.peak_waiting,
@@ -389,11 +405,18 @@ class SummaryBuilder:
                for field, value in self.tier.items()},
             cpu_tier_wait_seconds=round(self.tier_wait_s, 6),
             trace=self.trace,
-            trace_prefix_hit_pct=(round(100.0 * self.prefix_hits
-                                        / self.trace.prefix_tokens_allowed, 2)
-                                  if self.trace is not None
-                                  and self.trace.prefix_tokens_allowed else None),
+            cached_prompt_pct=self._cached_prompt_pct(),
         )
+
+
+    def _cached_prompt_pct(self) -> float | None:
+        """The per-request cached tokens of the prompts that arrived, in %; None when either is
+        not in the recording whole (made before the per-request count; switched on mid-run,
+        with requests admitted that arrived before it)."""
+        hits, prompts = self.first_hits, self.prompt_tokens_arrived
+        if hits is None or not self.steps or not prompts or hits > prompts:
+            return None
+        return round(percent(hits, prompts), 2)
 
 
 _TIER_SUMS = ("cpu_loads", "cpu_load_bytes", "cpu_stores", "cpu_store_bytes", "cpu_evictions",
@@ -414,16 +437,30 @@ and V1's `prompt_tokens` in an index read through `current_names`. An older inde
 on everything else; a required field missing is still a damaged index."""
 
 
+RETIRED_MEANINGS = ("longest_stall_kv_free_pct", "trace_prefix_hit_pct")
+"""V1 summary fields sealed before `cached_tokens_per_request` came that no summary says any
+more in their sense: the stall's KV free (at its last step then, the least over it now) and
+the trace's hit percentage (per admission over what the trace allows, which passed 100: gone,
+the cached tokens per request stand beside the allowance as counts). The view of such a
+summary leaves them out; the records say today's."""
+
+
 def current_names(summary: dict[str, Any]) -> dict[str, Any]:
-    """An index's summary under today's names. A V1 summary sealed before each token count had
-    its own name (no `prompt_tokens_computed`) kept the computed prompt tokens in
-    `prompt_tokens` and the cached ones in `prefix_hit_tokens`, and had no count of the
-    prompts' own tokens: that one is absent here."""
-    if summary.get("engine") != "v1" or "prompt_tokens_computed" in summary:
+    """An index's summary under today's names and meanings. A V1 summary sealed before each
+    token count had its own name (no `prompt_tokens_computed`) kept the computed prompt tokens
+    in `prompt_tokens` and the cached ones in `prefix_hit_tokens`, and had no count of the
+    prompts' own tokens: that one is absent here. One sealed before the cached tokens were
+    counted per request too called the per-admission count `cached_tokens`, and its
+    RETIRED_MEANINGS are left out."""
+    if summary.get("engine") != "v1" or "cached_tokens_per_request" in summary:
         return summary
     view = dict(summary)
-    view["prompt_tokens_computed"] = view.pop("prompt_tokens", None)
-    view["cached_tokens"] = view.pop("prefix_hit_tokens", None)
+    if "prompt_tokens_computed" not in view:
+        view["prompt_tokens_computed"] = view.pop("prompt_tokens", None)
+        view["cached_tokens"] = view.pop("prefix_hit_tokens", None)
+    view["cached_tokens_per_admission"] = view.pop("cached_tokens", None)
+    for name in RETIRED_MEANINGS:
+        view.pop(name, None)
     return view
 
 
@@ -438,14 +475,25 @@ def summary_json(summary: Summary | V1Summary) -> str:
     return msgspec.json.format(msgspec.json.encode(summary), indent=2).decode()
 
 
-def format_summary(summary: Summary | V1Summary) -> str:
-    """Human-readable, one `name: value` per line, in the Struct's field order."""
+def format_summary(summary: Summary | V1Summary, columns: int | None = None) -> str:
+    """Human-readable, one `name  value` per line, in the Struct's field order, fitted to
+    `columns` (default: the terminal's, 80 without one: engine.widths): a long value (vLLM's
+    abort message) goes on under its own column, never under the names."""
+    import textwrap
+
+    from engine.widths import terminal_width
+
     width = max(len(name) for name in summary.__struct_fields__)
+    room = max(20, (columns or terminal_width()) - width - 2)
     lines = []
     for name in summary.__struct_fields__:
         value = getattr(summary, name)
         if isinstance(value, TraceStats):
             value = ", ".join(f"{k} {v}" for k, v in msgspec.structs.asdict(value).items()
                               if v is not None)
-        lines.append(f"{name:<{width}}  {'-' if value is None else safe(value)}")
+        text = "-" if value is None else safe(value)
+        parts = textwrap.wrap(text, room, break_long_words=False, break_on_hyphens=False) \
+            if len(text) > room else [text]
+        lines.append(f"{name:<{width}}  {parts[0] if parts else ''}".rstrip())
+        lines += [" " * (width + 2) + part for part in parts[1:]]
     return "\n".join(lines)

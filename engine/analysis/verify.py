@@ -34,7 +34,7 @@ _LATER_ARRIVAL_FIELDS = frozenset({"n", "max_tokens", "prefix"})
 # everything else.
 _LATER_FIELDS = frozenset({"committed_blocks", "committed_slack", "waiting_by_reason",
                            "head_reason", "head_need", "head_limit", "seq_finished",
-                           "finished_lens"})
+                           "finished_lens", "new_prefix_hit_tokens"})
 
 
 def predates_swap_blocks(steps: list[StepRecord]) -> bool:

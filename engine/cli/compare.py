@@ -18,12 +18,18 @@ class Compare(CLISubcommand):
                    "throughput and TTFT on each recording's time axis (simulated, or measured "
                    "on a GPU), withheld-prefill steps, and the first step where each run's "
                    "decisions differ from the first run's (a fork and its original); then one "
-                   "terminal plot of CPU KV-cache usage over steps.")
+                   "terminal plot of CPU KV-cache usage over steps. Each run is a letter (A, "
+                   "B, ...): its column in the table, its mark on the plot and its line in "
+                   "the key. Fits the terminal's width (80 columns when there is none).")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("paths", metavar="PATH", nargs="+", help="two or more recordings")
         add_json_flag(parser, help="print the metrics as JSON, no plot")
         parser.add_argument("--no-plot", action="store_true", help="print the table only")
+        parser.add_argument("--wide", action="store_true",
+                            help="every run side by side in one table, however wide (by "
+                                 "default the runs that fit the terminal's width, or 80 "
+                                 "columns without one, form a block, and the rest follow)")
         add_lenient_flag(parser)
 
     def cmd(self, args: argparse.Namespace) -> int:
@@ -42,5 +48,6 @@ class Compare(CLISubcommand):
         if args.json:
             sys.stdout.write(compare_json(metrics) + "\n")
         else:
-            sys.stdout.write(compare_text(metrics, recordings, plot=not args.no_plot) + "\n")
+            sys.stdout.write(compare_text(metrics, recordings, plot=not args.no_plot,
+                                          wide=args.wide) + "\n")
         return ExitStatus.OK

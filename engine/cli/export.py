@@ -38,7 +38,9 @@ class Export(CLISubcommand):
         out = args.output or str(default_output(args.path, args.format))
         written = export(recording, args.format, out)
         if out != "-":
-            sys.stderr.write(f"wrote {out} ({args.format}, {len(recording)} steps, "
+            aborted = (f" and step {recording.abort.step:,}, where vLLM aborted"
+                       if recording.aborting_step() is not None else "")
+            sys.stderr.write(f"wrote {out} ({args.format}, {len(recording):,} steps{aborted}, "
                              f"{written:,} bytes)\n")
         if args.format == "trace":
             self._settings(recording, out)

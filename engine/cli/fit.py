@@ -24,6 +24,7 @@ from engine.cli.reading import read_input
 from engine.cli.run_flags import add_run_flags, spec_from_args
 from engine.errors import ConfigError, EngineError, RecordingError
 from engine.exit_status import ExitStatus
+from engine.widths import wrapped
 from engine.outpath import classify, ensure_parent, write_output
 
 
@@ -122,8 +123,9 @@ class Fit(CLISubcommand):
                              f"--max-tokens, ... or --config)\n")
         sys.stdout.write(f"{sims} sims. Error per metric (mean absolute, in the metric's units; "
                          f"abort_s on the stats clock):\n{error_table(before, best)}\n")
-        sys.stdout.write(f"before: {acceptance(before.result, fitted.requests)}\n"
-                         f"after:  {acceptance(best.result, fitted.requests)}\n")
+        sys.stdout.write(wrapped(f"before: {acceptance(before.result, fitted.requests)}", 8)
+                         + "\n" + wrapped(f"after:  {acceptance(best.result, fitted.requests)}",
+                                          8) + "\n")
         try:
             write_output(args.output, fitted_toml(fitted, best, before, args.log).encode())
         except OSError as exc:
@@ -224,6 +226,8 @@ def fitted_toml(spec: Any, best: Any, before: Any, log_name: str) -> str:
         keep += ("trace", "trace_format", "trace_start", "trace_limit", "trace_speed",
                  "trace_n", "trace_skip_bad", "trace_sha256")
     data = {k: v for k, v in spec.to_dict().items() if k in keep}
+    if data.get("num_cpu_blocks") is not None:  # they override the swap space on the sim,
+        data.pop("swap_space_gib", None)  # and `run --config` refuses a file with both
     header = [f"# fitted by `observatory fit` to {log_name}",
               f"# score {before.score:.3f} -> {best.score:.3f}; warm-up (stats clock at the "
               f"first step) {best.values['warmup_s']:.2f} s",

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine import exit_status
 from engine.errors import EngineError
+from engine.conventions import pct_text
 from engine.safe_text import safe
 from engine.stream.protocol import RecordingStatus
 from engine.stream.records import LogLine, ObserverError, StepRecord, V1StepRecord
@@ -24,12 +25,20 @@ from engine.traces.stats import LOGGER as TRACE_LOGGER
 
 class Progress:
     """One stderr line about once a second: enough to see Swapped climb without a TUI. Also the
-    things a headless user must not miss: a recording that stopped, an observatory bug."""
+    things a headless user must not miss: a recording that stopped, an observatory bug. A line
+    fits 80 columns: the policy is named on the first line and where it changed, not on every
+    one, on a line of its own (a policy name alone can be 28 characters)."""
 
     def __init__(self, stream: Any, verbose: bool = False) -> None:
         self.stream = stream
         self.verbose = verbose
         self.last = 0.0
+        self.policy: str | None = None  # the policy the last progress line named
+
+    def _policy(self, item: Any) -> None:
+        if item.policy != self.policy:
+            self.policy = item.policy
+            self._line(f"policy {safe(item.policy)}")
 
     def __call__(self, item: Any) -> None:
         kind = type(item)
@@ -37,18 +46,18 @@ class Progress:
             now = time.monotonic()
             if now - self.last >= 1.0:
                 self.last = now
-                self._line(f"step {item.step:>6}  running {item.running:>4}  swapped "
-                           f"{item.swapped:>4}  waiting {item.waiting:>5}  GPU "
-                           f"{item.gpu_pct:5.1f}%  CPU {item.cpu_pct:5.1f}%  policy "
-                           f"{item.policy}")
+                self._policy(item)
+                self._line(f"step {item.step:>7,}  run {item.running:>4}  swap "
+                           f"{item.swapped:>4}  wait {item.waiting:>6,}  GPU "
+                           f"{pct_text(item.gpu_pct):>5}%  CPU {pct_text(item.cpu_pct):>5}%")
         elif kind is V1StepRecord:
             now = time.monotonic()
             if now - self.last >= 1.0:
                 self.last = now
-                self._line(f"step {item.step:>6}  running {item.running:>4}  waiting "
-                           f"{item.waiting:>5}  GPU {item.gpu_pct:5.1f}%  preempted "
-                           f"{item.preemptions_total:>5}  tax {item.recompute_tax:.2f}  "
-                           f"finished {item.finished_total:>5}  policy {item.policy}")
+                self._policy(item)
+                self._line(f"step {item.step:>7,}  run {item.running:>4}  wait "
+                           f"{item.waiting:>5,}  GPU {pct_text(item.gpu_pct):>5}%  preempted "
+                           f"{item.preemptions_total:>5,}  tax {item.recompute_tax:.2f}")
         elif kind is LogLine and item.logger == TRACE_LOGGER:
             if item.level == "ERROR":  # the run's one line about a bad trace row
                 self._line(f"observatory: {safe(item.message)}")

@@ -12,6 +12,7 @@ from engine.cli.base import CLISubcommand
 from engine.cli.reading import read_input
 from engine.errors import ConfigError
 from engine.exit_status import ExitStatus
+from engine.widths import wrapped
 
 
 class ImportLog(CLISubcommand):
@@ -45,7 +46,7 @@ class ImportLog(CLISubcommand):
                    if abort else ", no abort")
                 + f"; time zero: {log.header.engine_config.get('time_zero')}")
         if out != "-":
-            sys.stderr.write(f"{text}\nwrote {out}\n")
+            sys.stderr.write(f"{wrapped(text, 2)}\nwrote {out}\n")
         return ExitStatus.OK
 
 

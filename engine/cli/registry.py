@@ -46,9 +46,11 @@ def build_parser(subcommands: Sequence[CLISubcommand] = HEADLESS,
     """The parser with one subparser per subcommand; the parsed args carry `subcommand`."""
     parser = OneLineParser(
         prog=prog,
-        description=f"Watch vLLM's chunked-prefill scheduler starve its swap space (vLLM "
-                    f"issue #5578) on {speaks()}, flip the fix on live, and record, replay, "
-                    f"compare and export every step.")
+        description=f"Watch vLLM's scheduler decide, one step at a time, on {speaks()}: V0's "
+                    f"chunked prefill starving its swap space (vLLM issue #5578), V1 "
+                    f"preempting the same requests again and again (#25538) or admitting no "
+                    f"one while its KV cache has room (#31731, #53130). Flip the fix on live, "
+                    f"and record, replay, compare and export every step.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for subcommand in subcommands:
         subcommand.subparser_init(sub)

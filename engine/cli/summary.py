@@ -47,8 +47,9 @@ def _from_index(path: str):
     if indexed is None:
         return None, None
     index, summary = indexed.index, summary_of(indexed)
-    if summary is None:
-        return None, None
+    if summary is None or set(summary.__struct_fields__) - set(index.summary or {}):
+        return None, None  # sealed by an older observatory: its fields, or their meanings,
+        # are not all today's (engine.analysis.summary.current_names); the records say them
     wrong = vouch(indexed) or last_frame_disagrees(indexed)
     if wrong is not None:  # "no tally": closed before tallies existed, the records quietly
         return None, None if wrong == "no tally" else wrong

@@ -188,9 +188,10 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
     # (request id, computed tokens it lost, its preemptions so far): recompute preemptions
     preempted: list[tuple[str, Count, Count]]
 
-    # tokens admitted requests found already computed this step: the prefix cache, and with a
-    # CPU tier also what they loaded from it (counted again in cpu_hit_tokens when the load
-    # was planned, usually a step earlier)
+    # tokens admitted requests found already computed this step, at every admission (a
+    # resumed request again: engine.conventions): the prefix cache, and with a CPU tier also
+    # what they loaded from it (counted again in cpu_hit_tokens when the load was planned,
+    # usually a step earlier)
     prefix_hit_tokens: Count
     recomputed_tokens: Count  # scheduled tokens a request had computed before and lost
     prompt_tokens: Count  # tokens scheduled before a request's first sample (chunks, recompute)
@@ -221,6 +222,11 @@ class V1StepRecord(msgspec.Struct, tag="step_v1", tag_field="kind", kw_only=True
     cpu_hit_tokens: Count = 0  # tokens requests admitted this step will load from the tier
     cpu_in_flight: Count = 0  # loads and stores vLLM still waits for at the step's end
     cpu_wait_s: Seconds = 0.0  # sim: seconds the step waited for transfers (in sim_step_s)
+
+    # of prefix_hit_tokens, the part of the requests admitted for the first time (`new`): each
+    # request's cached tokens counted once, at most its prompt. None in recordings made
+    # before it was recorded.
+    new_prefix_hit_tokens: Count | None = None
 
     # Why the waiting wait (engine.adapters.v1.hooks; None in recordings made before it):
     # vLLM's own `num_requests_waiting_by_reason` at the step's end ({"capacity": n,

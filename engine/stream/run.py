@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 import msgspec
 
 from engine.adapters.setup_lines import setup_line
-from engine.stream.records import (Arrivals, EngineAborted, Header, Index, LogLine,
+from engine.conventions import counted, pct_text, request_ids
+from engine.stream.records import (Arrivals, EngineAborted, Header, Index, LogLine, measured,
                                    PolicyChanged, Record, RunFinished, StepRecord, Tally,
                                    V1StepRecord)
 from engine.stream.timeaxis import axis_of
@@ -70,11 +71,12 @@ def _numeric_columns() -> dict[str, Callable[[StepRecord], float]]:
         "n_recomputed": lambda s: len(s.recomputed),
         "n_finished": lambda s: len(s.finished),
         "n_first_tokens": lambda s: len(s.first_tokens),
-        # the committed demand as a share of GPU + CPU blocks (100: the swap space can run
-        # out); 0 in recordings made before it was recorded
-        "committed_pct": lambda s: (100.0 * s.committed_blocks / s.capacity_blocks
-                                    if s.committed_blocks is not None and s.capacity_blocks
-                                    else 0.0),
+        # the committed demand over GPU + CPU blocks, a ratio (engine.conventions: it passes
+        # 1, where the swap space can run out, so it is no percentage); 0 in recordings made
+        # before it was recorded
+        "committed_x": lambda s: (s.committed_blocks / s.capacity_blocks
+                                  if s.committed_blocks is not None and s.capacity_blocks
+                                  else 0.0),
     })
     return getters
 
@@ -86,13 +88,23 @@ TPS_COLUMNS = {"prompt_tps": "prompt_tokens", "gen_tps": "generated_tokens",
                "recomputed_tps": "recomputed_tokens"}
 """The rate series and the token column each is a rate of (recomputed: V1 only)."""
 
-SERIES = ("gpu_pct", "cpu_pct", "committed_pct", "running", "swapped", "waiting", "prompt_tps",
+SERIES = ("gpu_pct", "cpu_pct", "committed_x", "running", "swapped", "waiting", "prompt_tps",
           "gen_tps", "n_recomputed", "recomputed_tps", "preemptions_total", "recompute_pct")
 """Names `Run.series()` accepts. The *_tps ones are tokens per second of the run's time axis
 (engine.stream.timeaxis: simulated on the sim, measured executor time on a GPU). `n_recomputed` is
 the step's preemptions by recompute (V1's only kind), `preemptions_total` V1's so far;
 `recomputed_tps` V1's tokens computed again; `recompute_pct` the share of each bin's computed
 tokens that were computed again (V1's recompute tax, per bin rather than so far)."""
+
+ABORT_KNOWN = frozenset({
+    "step", "wall_s", "sim_s", "sim_step_s", "policy", "running", "swapped", "waiting",
+    "gpu_used", "gpu_total", "cpu_used", "cpu_total", "gpu_pct", "cpu_pct", "committed_blocks",
+    "committed_slack", "token_budget", "finished_total", "computed_total", "recomputed_total",
+    "preemptions_total", "cpu_chunks", "cpu_chunks_total"})
+"""The fields the aborting step's record (`Run.aborting_step`) states: the abort's clock,
+queues and blocks, and what carries over from the step before (the policy, the budget, the
+committed demand, the running totals). The rest are decisions vLLM never returned: `export`
+leaves them blank."""
 
 # ---- display events -------------------------------------------------------------------------
 
@@ -122,8 +134,9 @@ def _describe(item: Record, last_step: int, engine: str = "v0") -> Event | None:
         return Event(item.step, "policy", f"policy {item.old} → {item.new} from step "
                                           f"{item.step} (source {item.source})")
     if isinstance(item, EngineAborted):
-        state = (f"running {item.running}, waiting {item.waiting}, GPU KV {item.gpu_pct:.1f}%"
-                 if engine == "v1" else f"swapped {item.swapped}, CPU KV {item.cpu_pct:.1f}%")
+        state = (f"running {item.running}, waiting {item.waiting}, GPU KV "
+                 f"{pct_text(item.gpu_pct)}%" if engine == "v1"
+                 else f"swapped {item.swapped}, CPU KV {pct_text(item.cpu_pct)}%")
         return Event(item.step, "abort", f"ABORTED at step {item.step}: {item.error}: "
                                          f"{item.message} ({state})", "error")
     if isinstance(item, LogLine):
@@ -139,10 +152,6 @@ def _describe(item: Record, last_step: int, engine: str = "v0") -> Event | None:
             return None
         return Event(item.step, "burst", f"{len(item.request_ids)} requests added "
                                          f"({item.source})")
-    if isinstance(item, RunFinished):
-        return Event(last_step, "finished", f"run finished: {item.reason} after {item.steps} "
-                                            f"steps", "error" if item.reason == "aborted"
-                                                      else "info")
     step = getattr(item, "step", last_step)
     if record_kind(item) == "observer_error":  # the observatory's own bug, not vLLM's
         return Event(step, "error", f"OBSERVATORY ERROR at step {step} in "
@@ -150,6 +159,22 @@ def _describe(item: Record, last_step: int, engine: str = "v0") -> Event | None:
                                     f": {getattr(item, 'message', '')} (a bug in the "
                                     f"observatory, not vLLM)", "error")
     return None
+
+
+def _preemptions_text(s: StepRecord | V1StepRecord) -> str:
+    """The event that opens a run of preemptions: what this step preempted, by id (a request
+    id is a name: engine.conventions), and where the queues stood. The next such event comes
+    only after SWAPOUT_QUIET_STEPS steps without one."""
+    what = []
+    if s.swapped_out:
+        what.append(f"{counted(len(s.swapped_out), 'group')} swapped out "
+                    f"({request_ids(s.swapped_out, 5)})")
+    if s.recomputed:
+        what.append(f"{counted(len(s.recomputed), 'request')} preempted for recompute "
+                    f"({request_ids(s.recomputed, 5)})")
+    where = (f"GPU KV {pct_text(s.gpu_pct)}%, {s.waiting:,} waiting" if type(s) is V1StepRecord
+             else f"swapped {s.swapped}, CPU KV {pct_text(s.cpu_pct)}%")
+    return f"preemptions begin: {', '.join(what)}; {where}"
 
 
 # ---- the index ------------------------------------------------------------------------------
@@ -183,6 +208,7 @@ class Run:
         self._columns: dict[str, list[float]] = {}
         self._windows: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._floats: dict[str, tuple[np.ndarray, int]] = {}  # column -> (buffer, filled)
+        self._aborting: tuple[tuple[int, int], StepRecord | V1StepRecord] | None = None
 
     # -- building -------------------------------------------------------------------------
 
@@ -216,12 +242,27 @@ class Run:
             self.abort = item
         elif type(item) is RunFinished:
             self.finished = item
-        event = _describe(item, self.last_step,
-                          self.header.engine if self.header is not None else "v0")
+        if type(item) is RunFinished:
+            event = self._finished_event(item)
+        else:
+            event = _describe(item, self.last_step,
+                              self.header.engine if self.header is not None else "v0")
         if event is not None:
             self._event(event)
 
     append = add  # the name a list-like builder expects
+
+    def _finished_event(self, item: RunFinished) -> Event:
+        """"run finished: completed; steps 0–9,530 completed": the range names the last step
+        and the count at once (engine.conventions), at the step that raised if vLLM aborted."""
+        steps = self.steps
+        done = (f"steps {steps[0].step:,}–{steps[-1].step:,} completed" if steps
+                else "no step completed")
+        at = steps[-1].step if steps else self.first_step
+        if self.abort is not None:
+            at = max(at, self.abort.step)
+        return Event(at, "finished", f"run finished: {item.reason}; {done}",
+                     "error" if item.reason == "aborted" else "info")
 
     def notice(self, text: str, level: str = "info") -> None:
         """An event from outside the stream (a UI notice), logged at the newest step."""
@@ -247,16 +288,7 @@ class Run:
                 kind_steps[kind].append(s.step)
         if s.swapped_out or s.recomputed:
             if self._last_swapout is None or s.step - self._last_swapout > SWAPOUT_QUIET_STEPS:
-                what = []
-                if s.swapped_out:
-                    what.append(f"{len(s.swapped_out)} swapped out")
-                if s.recomputed:
-                    what.append(f"{len(s.recomputed)} preempted for recompute")
-                where = (f"GPU KV {s.gpu_pct:.1f}%, {s.waiting} waiting"
-                         if type(s) is V1StepRecord
-                         else f"swapped {s.swapped}, CPU KV {s.cpu_pct:.1f}%")
-                self._event(Event(s.step, "swapout", f"preemption burst: {', '.join(what)} "
-                                                     f"({where})", "warning"))
+                self._event(Event(s.step, "swapout", _preemptions_text(s), "warning"))
             self._last_swapout = s.step
 
     def _bridge(self, s: StepRecord) -> bool:
@@ -313,6 +345,42 @@ class Run:
 
     def clamp(self, n: int) -> int:
         return max(self.first_step, min(self.last_step, n))
+
+    def aborting_step(self) -> StepRecord | V1StepRecord | None:
+        """The step vLLM raised in, as the screens and `export` show it (engine.conventions):
+        the abort's step number, clock, queues and blocks, the running totals so far, and no
+        decisions (vLLM never returned them; ABORT_KNOWN names what it does state). None when
+        the run did not abort, or aborted before any step it holds (nothing to carry the
+        totals from)."""
+        abort = self.abort
+        if abort is None or not self.steps or abort.step <= self.steps[-1].step:
+            return None
+        last = self.steps[-1]
+        key = (id(abort), id(last))
+        if self._aborting is not None and self._aborting[0] == key:
+            return self._aborting[1]
+        state = dict(step=abort.step, wall_s=max(measured(abort.wall_s), last.wall_s),
+                     sim_s=max(abort.sim_s, last.sim_s), sim_step_s=0.0, exec_s=0.0,
+                     running=abort.running, waiting=abort.waiting, gpu_used=abort.gpu_used,
+                     gpu_total=abort.gpu_total, batched_tokens=0, prompt_tokens=0,
+                     generated_tokens=0, finished=[], first_tokens=[], withheld=False,
+                     held_back=0)
+        if type(last) is V1StepRecord:
+            state.update(new=[], resumed=[], scheduled=[], preempted=[], prefix_hit_tokens=0,
+                         recomputed_tokens=0, decode_reqs=0, cpu_chunks=abort.cpu_used,
+                         cpu_loads=0, cpu_load_bytes=0, cpu_stores=0, cpu_store_bytes=0,
+                         cpu_evictions=0, cpu_hit_tokens=0, cpu_in_flight=0, cpu_wait_s=0.0,
+                         waiting_by_reason=None, head_reason=None, head_need=None,
+                         head_limit=None)
+        else:
+            state.update(swapped=abort.swapped, cpu_used=abort.cpu_used,
+                         cpu_total=abort.cpu_total, prefills=[], decode_groups=0,
+                         decode_seqs=0, swapped_out=[], swapped_in=[], recomputed=[],
+                         ignored=[], swapped_out_seqs=None, swapped_in_seqs=None,
+                         swap_blocks=0)
+        record = msgspec.structs.replace(last, **state)
+        self._aborting = (key, record)
+        return record
 
     def records(self, kind: str) -> list[Any]:
         """Records of one kind ("policy", "arrivals", "log", ...), in order."""

@@ -99,19 +99,20 @@ def why_no_heatmap(axes: Sequence[Axis]) -> str:
             f"varies {', '.join(varying) or 'nothing'})")
 
 
-def rich_table(heatmap: Heatmap):
-    """The heatmap as a rich Table: y values down the left, x values across the top."""
-    from rich.table import Table
+def rich_tables(heatmap: Heatmap, width: int | None, console: Any) -> list[tuple[str, Any]]:
+    """The heatmap as rich Tables: y values down the left, x values across the top, in blocks
+    of x values that fit `width` (engine.widths), each with the y labels."""
     from rich.text import Text
 
-    table = Table(title=f"{heatmap.title} (x: {heatmap.x_key}, y: {heatmap.y_key})",
-                  title_justify="left", show_lines=False, pad_edge=True)
-    table.add_column(f"{heatmap.y_key} \\ {heatmap.x_key}", justify="right", style="bold")
-    for value in heatmap.x_values:
-        table.add_column(value, justify="center")
-    for label, cells in zip(heatmap.y_values, heatmap.cells):
-        table.add_row(label, *(Text(f" {c.text} ", style=STYLES[c.state]) for c in cells))
-    return table
+    from engine.widths import rich_blocks
+
+    headers = [f"{heatmap.y_key} \\ x", *heatmap.x_values]  # the title names x
+    rows = [[Text(label, style="bold"),  # "✗161": ten columns of them fit in 80
+             *(Text(c.text.replace("✗ ", "✗"), style=STYLES[c.state]) for c in cells)]
+            for label, cells in zip(heatmap.y_values, heatmap.cells)]
+    justify = ["right", *("center" for _ in heatmap.x_values)]
+    return rich_blocks(f"{heatmap.title} (x: {heatmap.x_key}, y: {heatmap.y_key})", headers,
+                       rows, 1, width, justify, console)
 
 
 def markdown(heatmap: Heatmap) -> str:

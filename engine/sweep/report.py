@@ -8,7 +8,6 @@ and `json` give every column of every row, `markdown` the table and heatmaps for
 from __future__ import annotations
 
 import io
-import shutil
 from typing import Any
 
 import msgspec
@@ -90,9 +89,13 @@ def _cell(value: Any) -> str:
     return safe(value)  # a row's strings come from results.jsonl: no control characters
 
 
-def _table_cells(report: Report) -> tuple[list[str], list[list[str]]]:
+def _table_cells(report: Report, terminal: bool = False) -> tuple[list[str], list[list[str]]]:
+    """The table's headers and rows; on a terminal (80 columns) without the status column when
+    every row is ok (the footer says so)."""
     keys = [a.key for a in report.spec.axes]
     shown = table_columns(report.rows)
+    if terminal and all(row.get("status") == "ok" for row in report.rows):
+        shown = tuple(c for c in shown if c[0] != "status")
     headers = [*keys, *(h for _, h in shown)]
     body = []
     for row in report.rows:
@@ -118,31 +121,40 @@ def _footer(report: Report) -> str:
 
 
 def render_terminal(report: Report, color: bool | None = None, width: int | None = None) -> str:
-    """Table, heatmaps and a footer, as text (ANSI colours when `color`)."""
+    """Table, heatmaps and a footer, as text (ANSI colours when `color`), fitted to `width`
+    (default: the terminal's, 80 without one: engine.widths): a table too wide for it is
+    printed in blocks of columns, each starting with the grid keys."""
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
+
+    from engine.widths import rich_blocks, terminal_width, two_lines
 
     out = io.StringIO()
     if width is None:
-        width = max(shutil.get_terminal_size((200, 24)).columns, 100)
+        width = terminal_width()
     console = Console(file=out, width=width, force_terminal=bool(color),
                       color_system="standard" if color else None, highlight=False)
-    headers, body = _table_cells(report)
-    table = Table(title=f"sweep {report.spec.base.preset}: {len(report.rows)} cells",
-                  title_justify="left")
+    headers, body = _table_cells(report, terminal=True)
     n_keys = len(report.spec.axes)
-    for i, header in enumerate(headers):
-        table.add_column(header, justify="left" if i < n_keys or header == "end" else "right",
-                         no_wrap=True)
-    for cells in body:
-        style = "red" if cells[n_keys] == "failed" else None
-        table.add_row(*(escape(c) for c in cells[:len(headers)]), style=style)  # not markup
-    console.print(table)
+    justify = ["left" if i < n_keys or header == "end" else "right"
+               for i, header in enumerate(headers)]
+    rows = [[escape(c) for c in cells[:len(headers)]] for cells in body]  # not markup
+    styles = ["red" if cells[n_keys] == "failed" else None for cells in body]
+    tables = rich_blocks(f"sweep {report.spec.base.preset}: {len(report.rows)} cells",
+                         [two_lines(h) for h in headers], rows, n_keys, width, justify,
+                         console, styles)
+    for k, (title, table) in enumerate(tables):
+        if k:
+            console.print()
+        console.print(title, overflow="fold")
+        console.print(table)
     maps = heat.heatmaps(report.spec.axes, report.rows)
     for heatmap in maps:
-        console.print()
-        console.print(heat.rich_table(heatmap))
+        for title, table in heat.rich_tables(heatmap, width, console):
+            console.print()
+            console.print(title, overflow="fold")
+            console.print(table)
+    console.print()
     if maps:
         console.print(heat.LEGEND)
     else:

@@ -36,8 +36,7 @@ class Timeline:
     def __post_init__(self) -> None:
         # each run on its own time axis (engine.stream.timeaxis): simulated, or measured on a GPU
         clocks = [axis_of(view.header).clock for view in self.views]
-        self._sim_ms = [np.fromiter((clock(s) * 1000.0 for s in view.steps), dtype=float,
-                                    count=len(view.steps))
+        self._sim_ms = [np.fromiter((clock(s) * 1000.0 for s in _shown(view)), dtype=float)
                         for view, clock in zip(self.views, clocks)]
         runs = [view for view in self.views if view.steps]
         if not runs:
@@ -76,7 +75,7 @@ class Timeline:
         if self.align == "step":
             return float(step)
         view = self.views[run]
-        index = max(0, min(len(view.steps) - 1, step - view.first_step))
+        index = max(0, min(len(self._sim_ms[run]) - 1, step - view.first_step))
         return float(self._sim_ms[run][index]) if len(self._sim_ms[run]) else 0.0
 
     def index_of_step(self, run: int, step: int) -> int:
@@ -87,7 +86,7 @@ class Timeline:
         if self.align == "step" or not len(steps):
             return steps
         view = self.views[run]
-        index = np.clip(steps.astype(int) - view.first_step, 0, len(view.steps) - 1)
+        index = np.clip(steps.astype(int) - view.first_step, 0, len(self._sim_ms[run]) - 1)
         return self._sim_ms[run][index]
 
     @property
@@ -97,6 +96,12 @@ class Timeline:
     def label(self, x: float) -> str:
         """A tick label: a step number, or simulated seconds."""
         return f"{x:,.0f}" if self.align == "step" else f"{x / 1000:.1f}s"
+
+
+def _shown(view: RunView) -> list:
+    """The steps a run shows: the recorded ones, then the step vLLM raised in, if it did."""
+    aborting = view.aborting
+    return [*view.steps, aborting] if aborting is not None else view.steps
 
 
 class TimelinePace:

@@ -326,8 +326,8 @@ class CompareScreen(Screen):
             marks += [Marker(self.timeline.x_of(i, p.step), theme.POLICY_MARKER, "policy")
                       for p in view.policy_changes]
             if view.abort is not None and view.steps:
-                marks.append(Marker(self.timeline.x_of(i, view.last_step), theme.ABORT_MARKER,
-                                    "abort"))
+                marks.append(Marker(self.timeline.x_of(i, view.clamp(view.abort.step)),
+                                    theme.ABORT_MARKER, "abort"))
         return marks
 
     def diff_text(self, steps: list[int]) -> Text:
@@ -403,7 +403,7 @@ class CompareScreen(Screen):
             step = timeline.step_at(i, index)
             event = view.next_event(step) if direction > 0 else view.prev_event(step)
             while event is not None:
-                target = event.step - 1 if event.kind == "abort" else event.step
+                target = view.clamp(event.step)  # the abort: its step, shown
                 x = timeline.x_of(i, target)
                 if (x > here) if direction > 0 else (x < here):
                     found.append((x, i, event.text))

@@ -120,6 +120,9 @@ class ReplayScreen(ForkKeys, RunScreen):
     def span(self) -> tuple[int, int]:
         index = self.indexed.index if self.indexed is not None else None
         if index is not None and index.first_step is not None and index.last_step is not None:
+            aborted = (index.summary or {}).get("abort_step")  # shown after the last step
+            if isinstance(aborted, int) and aborted == index.last_step + 1:
+                return index.first_step, aborted
             return index.first_step, index.last_step
         return super().span()
 

@@ -4,8 +4,9 @@ when a fix had been switched on before the abort, that it came too late (how man
 the abort, and what the swap runway was at that moment).
 
 Hidden until the abort is part of what the screen shows; everything else stays on screen for
-inspection. It names the last step that completed, the step the status line shows, so the two
-never disagree. In `compact` mode (small terminals) it keeps to two unwrapped lines.
+inspection. It names the step vLLM raised in, the step the status line shows at the abort and
+the one `summary` calls `abort_step` (engine.conventions), so none of them disagree. In
+`compact` mode (small terminals) it keeps to two unwrapped lines.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from engine.analysis.runway import LateFix
+from engine.conventions import pct_text
 from engine.safe_text import safe
 from engine.stream.records import EngineAborted
 
@@ -81,35 +83,34 @@ class AbortBanner(Static):
                  compact: bool, engine: str = "v0") -> Text:
         """The banner's text, in the vocabulary of the `engine` kind that aborted (V1 has no
         swap space and no groups: its state is running, waiting and GPU KV)."""
-        last = max(0, abort.step - 1)  # the aborting step did not complete
         message = safe(abort.message.split(". Please")[0].rstrip("."))  # from a file
         v1 = engine == "v1"
         if v1:
             late = None  # the late fix is measured on V0's swap runway
         if compact:
             text = Text(no_wrap=True, overflow="ellipsis")
-            text.append(f"✗ vLLM ABORTED after step {last:,}: {message}\n")
+            text.append(f"✗ vLLM ABORTED at step {abort.step:,}: {message}\n")
             if late is not None:
                 text.append(late_text(late, compact=True))
             elif v1:
                 text.append(f"running {abort.running} · waiting {abort.waiting:,} · "
-                            f"GPU KV {abort.gpu_pct:.1f}%", "")
+                            f"GPU KV {pct_text(abort.gpu_pct)}%", "")
             else:
-                text.append(f"swapped {abort.swapped} · CPU KV {abort.cpu_pct:.1f}% · "
-                            f"GPU KV {abort.gpu_pct:.1f}%", "")
+                text.append(f"swapped {abort.swapped} · CPU KV {pct_text(abort.cpu_pct)}% · "
+                            f"GPU KV {pct_text(abort.gpu_pct)}%", "")
             return text
         text = Text()
-        text.append(f"✗ vLLM ABORTED after step {last:,} (step {abort.step:,} raised): "
-                    f"{safe(abort.error)}: {safe(abort.message)}\n")
+        text.append(f"✗ vLLM ABORTED at step {abort.step:,}: {safe(abort.error)}: "
+                    f"{safe(abort.message)}\n")
         if v1:
-            text.append(f"when it gave up: running {abort.running} · waiting "
+            text.append(f"when it raised: running {abort.running} · waiting "
                         f"{abort.waiting:,} · GPU KV {abort.gpu_used:,}/{abort.gpu_total:,} "
-                        f"({abort.gpu_pct:.1f}%)", "not bold")
+                        f"({pct_text(abort.gpu_pct)}%)", "not bold")
         else:
-            text.append(f"when it gave up: swapped {abort.swapped} groups · running "
+            text.append(f"when it raised: swapped {abort.swapped} groups · running "
                         f"{abort.running} · waiting {abort.waiting:,} · CPU KV "
-                        f"{abort.cpu_used:,}/{abort.cpu_total:,} ({abort.cpu_pct:.1f}%) · "
-                        f"GPU KV {abort.gpu_pct:.1f}%", "not bold")
+                        f"{abort.cpu_used:,}/{abort.cpu_total:,} ({pct_text(abort.cpu_pct)}%) · "
+                        f"GPU KV {pct_text(abort.gpu_pct)}%", "not bold")
         if late is not None:
             text.append("\n" + late_text(late, compact=False))
         if footer:

@@ -239,6 +239,17 @@ def row_cells(s: StepRecord, columns: list[tuple[Column, int]] | None = None
     return [cell(c.key, s, w) for c, w in columns]
 
 
+def aborting_segments(s: StepRecord, widths: list[int],
+                      styles: dict[str, Style]) -> list[Segment]:
+    """The row of the step vLLM raised in (engine.conventions): its number, then the abort
+    across the decision columns, since vLLM never returned its decisions."""
+    style = styles.get("out")
+    rest = sum(widths[1:])
+    text = "✗ vLLM aborted in this step: no decisions"[:max(0, rest - 1)]
+    return [Segment(str(s.step)[:widths[0] - 1].ljust(widths[0]), style),
+            Segment(text.ljust(rest), style)]
+
+
 def _segments(cells: list[Cell], widths: list[int],
               styles: dict[str, Style]) -> list[Segment]:
     segments = []
@@ -404,10 +415,13 @@ class DecisionsTable(Widget, can_focus=True):
             record = self._view.get(number)
             segments = []
             if record is not None:
-                cells = row_cells(record, self.columns)
-                if number == self.marked:
-                    cells[0] = (f"◆{cells[0][0]}", "mark")
-                segments = _segments(cells, self._widths, self._styles)
+                if record is self._view.aborting:
+                    segments = aborting_segments(record, self._widths, self._styles)
+                else:
+                    cells = row_cells(record, self.columns)
+                    if number == self.marked:
+                        cells[0] = (f"◆{cells[0][0]}", "mark")
+                    segments = _segments(cells, self._widths, self._styles)
             if number % 2:  # zebra stripes, styled once here rather than on every render;
                 # under the cells' own styles, so a highlighted cell keeps its background
                 segments = list(Segment.apply_style(segments,

@@ -61,9 +61,9 @@ PLOTS: tuple[Plot, ...] = (
     ("plot-kv", "KV cache %", "KV%", (0.0, 100.0), False, (
         Series("gpu_pct", "GPU", theme.GPU_KV, real=True),
         Series("cpu_pct", "CPU", theme.CPU_KV, real=True),
-        # the committed demand in % of GPU + CPU blocks, on its own axis (under `off` it
-        # reaches several hundred): crossing 100 is when the abort became possible
-        Series("committed_pct", "committed % of GPU+CPU", theme.COMMITTED, "commit",
+        # the committed demand over GPU + CPU blocks, a ratio on its own axis (under `off`
+        # it passes 4): crossing 1× is when the abort became possible
+        Series("committed_x", "committed × GPU+CPU", theme.COMMITTED, "commit×",
                "right"))),
     ("plot-queues", "groups", "groups", None, True, (
         Series("running", "running", theme.RUNNING, "run", real=True),
@@ -111,7 +111,7 @@ def plots_for(view: RunView) -> tuple[Plot, ...]:
 def recorded(view: RunView, series: str) -> bool:
     """Whether the run's steps carry what `series` draws: the committed demand (recordings
     made before it do not), a V1 CPU tier (runs without one)."""
-    if series == "committed_pct":
+    if series == "committed_x":
         return committed_recorded(view)
     if series == "cpu_pct" and view.engine == "v1":
         return cpu_tier_recorded(view)
@@ -133,8 +133,7 @@ def markers_for(view: RunView) -> list[Marker]:
     """Policy changes and the abort as vertical lines."""
     marks = [Marker(p.step, theme.POLICY_MARKER, "policy") for p in view.policy_changes]
     if view.abort is not None:
-        marks.append(Marker(max(view.first_step, view.abort.step - 1), theme.ABORT_MARKER,
-                            "abort"))
+        marks.append(Marker(view.clamp(view.abort.step), theme.ABORT_MARKER, "abort"))
     return marks
 
 
@@ -268,7 +267,9 @@ class RunPanel(Vertical):
         shown = view.get(self.pinned) if self.pinned is not None else view.current
         self.query_one(StepDetail).show(shown, pinned=self.pinned is not None,
                                         show_wall=status.show_wall, axis=axis_of(view.header),
-                                        stall=self.stall_at(view, shown))
+                                        stall=self.stall_at(view, shown),
+                                        abort=view.abort if shown is not None
+                                        and shown is view.aborting else None)
         events = self.query_one(EventLog)
         if self.mode == "live":
             events.show_until(view, None)

@@ -26,6 +26,7 @@ from engine.analysis.runway import Runway
 from engine.analysis.reasons import reason_text
 from engine.analysis.seats import recent_underfill
 from engine.analysis.stall import Stall, admission_stall, seat_limit, stall_text
+from engine.conventions import pct_text, ratio_text
 from engine.run_state import RunState
 from engine.safe_text import safe
 from engine.stream.records import StepRecord
@@ -50,7 +51,7 @@ def _count(name: str) -> Callable[[StepRecord, int], str]:
 
 
 def _percent(name: str) -> Callable[[StepRecord, int], str]:
-    return lambda s, level: f"{getattr(s, name):.{1 if level < 3 else 0}f}%"
+    return lambda s, level: f"{pct_text(getattr(s, name), 1 if level < 3 else 0)}%"
 
 
 @dataclass(frozen=True)
@@ -475,16 +476,16 @@ def committed_text(s: StepRecord, policy: str) -> list[tuple[str, str]]:
     `reserve`, that it came too late when what was admitted before no longer fits."""
     if s.committed_blocks is None or not s.capacity_blocks:
         return []
-    pct = 100.0 * s.committed_blocks / s.capacity_blocks
+    ratio = ratio_text(s.committed_blocks, s.capacity_blocks)  # a ratio: it passes 1×
     over = s.overcommitted
     style = "hot" if over else ""
     if over and policy.startswith("reserve"):
         return [(f"⚠ reserve too late: committed {s.committed_blocks:,} blocks > GPU+CPU "
                  f"{s.capacity_blocks:,} with a swap-out's slack", "warn"),
-                (f"⚠ reserve too late ({pct:.0f}%)", "warn")]
+                (f"⚠ reserve too late ({ratio})", "warn")]
     mark = "⚠ " if over else ""  # a swap-out can overflow the CPU from here (signs.py)
-    return [(f"{mark}committed {s.committed_blocks:,}/{s.capacity_blocks:,} blocks ({pct:.0f}%)",
-             style), (f"{mark}commit {pct:.0f}%", style)]
+    return [(f"{mark}committed {s.committed_blocks:,}/{s.capacity_blocks:,} blocks ({ratio})",
+             style), (f"{mark}commit {ratio}", style)]
 
 
 def v1_totals_text(s) -> list[tuple[str, str]]:

@@ -16,17 +16,16 @@ from textual.widgets import Static
 
 from engine.analysis.reasons import counts_text, reason_text
 from engine.analysis.stall import Stall, stall_text
+from engine.conventions import pct_text, request_ids
 from engine.safe_text import safe
-from engine.stream.records import StepRecord, V1StepRecord
+from engine.stream.records import EngineAborted, StepRecord, V1StepRecord
 from engine.stream.timeaxis import SIM, TimeAxis
 from tui.widgets.theme import Roles, component_roles, unstyled
 
 
 def _ids(ids: list[str], limit: int = 40) -> str:
-    if not ids:
-        return "—"
-    shown = ", ".join(safe(i) for i in ids[:limit])  # ids come from a file
-    return shown if len(ids) <= limit else f"{shown} … (+{len(ids) - limit})"
+    """Request ids as names (`#30`, engine.conventions), never read as counts."""
+    return safe(request_ids(ids, limit))  # ids come from a file
 
 
 class StepDetail(Static):
@@ -55,9 +54,12 @@ class StepDetail(Static):
         self._shown: tuple[int, bool] | None = None
 
     def show(self, step: StepRecord | None, *, pinned: bool = False,
-             show_wall: bool = True, axis: TimeAxis = SIM, stall: Stall | None = None) -> None:
-        key = (step.step if step is not None else -1, pinned, stall)
-        self._args = (step, pinned, show_wall, axis, stall)
+             show_wall: bool = True, axis: TimeAxis = SIM, stall: Stall | None = None,
+             abort: EngineAborted | None = None) -> None:
+        """`abort`: `step` is the step vLLM raised in (engine.conventions), described as the
+        state vLLM left, with no decisions."""
+        key = (step.step if step is not None else -1, pinned, stall, abort is not None)
+        self._args = (step, pinned, show_wall, axis, stall, abort)
         if key == self._shown:
             return
         self._shown = key
@@ -65,8 +67,12 @@ class StepDetail(Static):
             if step is not None else "step detail"
         # Fixed height: skip the layout pass Static.update does by default.
         roles = component_roles(self, "step-detail")
-        self.update(self.fitted(self.describe(step, show_wall, axis, roles, stall), step)
-                    if step is not None else "no steps yet", layout=False)
+        if step is not None and abort is not None:
+            text = self.describe_abort(step, abort, show_wall, axis, roles)
+        elif step is not None:
+            text = self.describe(step, show_wall, axis, roles, stall)
+        self.update(self.fitted(text, step) if step is not None else "no steps yet",
+                    layout=False)
 
     def fitted(self, text: Text, step: StepRecord) -> RenderableType:
         """The text as it is where every line fits the pane, else with hanging values."""
@@ -87,9 +93,9 @@ class StepDetail(Static):
             self.call_later(self._redraw)
 
     def _redraw(self) -> None:
-        step, pinned, show_wall, axis, stall = self._args
+        step, pinned, show_wall, axis, stall, abort = self._args
         self._shown = None
-        self.show(step, pinned=pinned, show_wall=show_wall, axis=axis, stall=stall)
+        self.show(step, pinned=pinned, show_wall=show_wall, axis=axis, stall=stall, abort=abort)
 
     @staticmethod
     def describe(s: StepRecord, show_wall: bool = True, axis: TimeAxis = SIM,
@@ -100,6 +106,27 @@ class StepDetail(Static):
             _describe_v1(t, s, roles, stall)
             return t
         _describe_v0(t, s, roles)
+        return t
+
+
+    @staticmethod
+    def describe_abort(s: StepRecord, abort: EngineAborted, show_wall: bool = True,
+                       axis: TimeAxis = SIM, roles: Roles = unstyled) -> Text:
+        """The step vLLM raised in: its queues and blocks as vLLM left them, what it raised,
+        and no decisions (vLLM never returned them)."""
+        t = Text()
+        _clock_line(t, s, show_wall, axis)
+        if type(s) is V1StepRecord:
+            t.append(f"\nqueues    running {s.running}  waiting {s.waiting}")
+            t.append(f"\nKV        GPU {s.gpu_used}/{s.gpu_total} ({pct_text(s.gpu_pct)}%)")
+        else:
+            t.append(f"\nqueues   running {s.running}  swapped {s.swapped}  waiting "
+                     f"{s.waiting}")
+            t.append(f"\nKV       GPU {s.gpu_used}/{s.gpu_total} ({pct_text(s.gpu_pct)}%)  "
+                     f"CPU {s.cpu_used}/{s.cpu_total} ({pct_text(s.cpu_pct)}%)")
+        t.append(f"\n✗ vLLM raised in this step: {safe(abort.error)}: {safe(abort.message)}",
+                 roles("out"))
+        t.append("\nits decisions were never returned: the numbers above are what it left")
         return t
 
 
@@ -141,8 +168,8 @@ def _clock_line(t: Text, s: StepRecord, show_wall: bool, axis: TimeAxis) -> None
 def _describe_v0(t: Text, s: StepRecord, roles: Roles) -> None:
     t.append(f"\nqueues   running {s.running} ({s.running_seqs} seqs)  swapped {s.swapped}"
              f"  waiting {s.waiting}")
-    t.append(f"\nKV       GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
-             f"CPU {s.cpu_used}/{s.cpu_total} ({s.cpu_pct:.1f}%)")
+    t.append(f"\nKV       GPU {s.gpu_used}/{s.gpu_total} ({pct_text(s.gpu_pct)}%)  "
+             f"CPU {s.cpu_used}/{s.cpu_total} ({pct_text(s.cpu_pct)}%)")
     t.append(f"\ntokens   {s.batched_tokens}/{s.token_budget} batched  prompt "
              f"{s.prompt_tokens}  generated {s.generated_tokens}")
     chunks = " ".join(f"{safe(rid)}:{n}" for rid, n in s.prefills) or "—"
@@ -186,7 +213,7 @@ def _describe_v1(t: Text, s: V1StepRecord, roles: Roles, stall: Stall | None = N
 
     t.append(f"\nqueues    running {s.running}  waiting {s.waiting}  finished {s.finished_total}"
              f" so far")
-    t.append(f"\nKV        GPU {s.gpu_used}/{s.gpu_total} ({s.gpu_pct:.1f}%)  "
+    t.append(f"\nKV        GPU {s.gpu_used}/{s.gpu_total} ({pct_text(s.gpu_pct)}%)  "
              f"{s.kv_tokens:,} tokens held")
     waits = _waits(s)
     if waits:
@@ -212,7 +239,7 @@ def _describe_v1(t: Text, s: V1StepRecord, roles: Roles, stall: Stall | None = N
     for i, (rid, lost, count) in enumerate(s.preempted[:12]):
         if i:
             t.append(", ")
-        t.append(f"{safe(rid)}", roles("out"))
+        t.append(f"#{safe(rid)}", roles("out"))
         t.append(" (lost ")
         t.append(f"{lost:,} tok, ")
         t.append(f"×{count}", roles("repeat") if count >= REPEAT_PREEMPTIONS else "")
@@ -237,6 +264,6 @@ def cpu_tier_line(s: V1StepRecord) -> str:
     def size(n: int) -> str:
         return human_bytes(n, compact=True).replace(" ", "")
 
-    return (f"{s.cpu_chunks}/{s.cpu_chunks_total} ({s.cpu_pct:.0f}%)  load {s.cpu_loads} "
+    return (f"{s.cpu_chunks}/{s.cpu_chunks_total} ({pct_text(s.cpu_pct, 0)}%)  load {s.cpu_loads} "
             f"({size(s.cpu_load_bytes)})  store {s.cpu_stores} ({size(s.cpu_store_bytes)})  "
             f"evicted {s.cpu_evictions}")

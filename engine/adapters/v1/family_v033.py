@@ -418,15 +418,18 @@ def admissions(output: Any, requests: dict[str, Any]) -> tuple[list[str], set[st
     return ([n.req_id for n in new] if new else []), output.scheduled_cached_reqs.resumed_req_ids
 
 
-def admitted_cached_tokens(output: Any) -> int:
-    """Tokens the requests admitted this step found already computed (the prefix cache): new
-    requests' and resumed requests' computed tokens at admission."""
-    hits = sum(new.num_computed_tokens for new in output.scheduled_new_reqs)
+def admitted_cached_tokens(output: Any, resumed_ids: set[str]) -> tuple[int, int]:
+    """Tokens the requests admitted this step found already computed (the prefix cache), at
+    every admission and at first admissions only (engine.conventions): new requests' and
+    resumed requests' computed tokens at admission, then the new requests' alone. 0.33 sends
+    only first admissions in `scheduled_new_reqs`; `resumed_ids` is not needed here."""
+    first = sum(new.num_computed_tokens for new in output.scheduled_new_reqs)
+    hits = first
     cached = output.scheduled_cached_reqs
     if cached.resumed_req_ids:
         hits += sum(n for rid, n in zip(cached.req_ids, cached.num_computed_tokens)
                     if rid in cached.resumed_req_ids)
-    return hits
+    return hits, first
 
 
 # ---- the sim executor's side of a step ------------------------------------------------------

@@ -110,10 +110,17 @@ def admissions(output: Any, requests: dict[str, Any]) -> tuple[list[str], set[st
     return first, resumed
 
 
-def admitted_cached_tokens(output: Any) -> int:
-    """Tokens the requests admitted this step found already computed (the prefix cache): the
-    computed tokens at admission of every request in `scheduled_new_reqs`, new or resumed."""
-    return sum(new.num_computed_tokens for new in output.scheduled_new_reqs)
+def admitted_cached_tokens(output: Any, resumed_ids: set[str]) -> tuple[int, int]:
+    """Tokens the requests admitted this step found already computed (the prefix cache), at
+    every admission and at first admissions only (engine.conventions): the computed tokens at
+    admission of every request in `scheduled_new_reqs`, new or resumed (`resumed_ids`), then
+    of the new ones alone."""
+    hits = first = 0
+    for new in output.scheduled_new_reqs:
+        hits += new.num_computed_tokens
+        if new.req_id not in resumed_ids:
+            first += new.num_computed_tokens
+    return hits, first
 
 
 # ---- the sim executor's side of a step ------------------------------------------------------

@@ -39,7 +39,7 @@ class StepReader:
         new: list[tuple[str, int]] = []
         resumed: list[tuple[str, int]] = []
         running: list[tuple[str, int]] = []
-        prefix_hits = 0
+        prefix_hits = first_hits = 0
         if output is not None:
             scheduled = fam.scheduled_tokens(output)
             new_ids, resumed_ids = capture.new_ids, capture.resumed_ids
@@ -52,7 +52,7 @@ class StepReader:
                     if rid in seen:
                         continue
                     (resumed if rid in resumed_ids else running).append((rid, n))
-                prefix_hits = fam.admitted_cached_tokens(output)
+                prefix_hits, first_hits = fam.admitted_cached_tokens(output, resumed_ids)
             batched = fam.total_scheduled_tokens(output)
         else:
             batched = 0
@@ -82,6 +82,7 @@ class StepReader:
             scheduled=running,
             preempted=capture.preempted,  # the capture's own: no hook appends to it now
             prefix_hit_tokens=prefix_hits,
+            new_prefix_hit_tokens=first_hits,
             recomputed_tokens=capture.recomputed_tokens,
             prompt_tokens=capture.prompt_tokens,
             generated_tokens=capture.generated_tokens,
