@@ -5,6 +5,9 @@ Checked against the 0.24.0 wheel: a `TransferJob` is `(req_id, transfer_spec)`, 
 pair `(src, dst)` of `LoadStoreSpec`s (`vllm.v1.kv_offload.worker.worker.TransferSpec`), where
 0.29 gives it `src_spec` and `dst_spec`. A load's GPU blocks are its destination's
 `block_ids`, a store's its source's. Everything else the tier reads is 0.29's list.
+
+vLLM's own counters of the tier differ too (COUNTED_ONLY_ON_OUTPUT_STEPS): 0.24's
+`LLMEngine.step` records a step's stats only when the step produced a request output.
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ from engine.adapters.v1.tier_v029 import (  # noqa: F401  (the tier's interface,
     metadata_of,
     resident_chunks,
 )
+
+
+COUNTED_ONLY_ON_OUTPUT_STEPS = True
+"""0.24's `LLMEngine.step` records stats only `if ... len(outputs.outputs) > 0` (checked against
+the 0.24.0 wheel; vLLM #48668 removed the condition before 0.29): the bytes a transfer reports
+on a step with no request output (every request still waiting for its load, say) reach the
+connector, which drains them into that step's `SchedulerStats`, and no further, so
+`vllm:kv_offload_load_bytes` counts less than the worker moved."""
 
 
 def load_jobs(meta: Any) -> Iterator[tuple[int, str, int, bool]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from engine.adapters.v1.tier_v033 import (  # noqa: F401  (the tier's interface)
+    COUNTED_ONLY_ON_OUTPUT_STEPS,
     bytes_per_block,
     connector_of,
     connector_output,

@@ -131,3 +131,11 @@ def has_pending_work(connector: Any) -> bool:
 
 def evicted_count(prepare_store_output: Any) -> int:
     return len(prepare_store_output.evicted_keys) if prepare_store_output is not None else 0
+
+
+# ---- vLLM's counters of the tier (engine.adapters.v1.offload_metrics) ------------------------
+COUNTED_ONLY_ON_OUTPUT_STEPS = False
+"""Whether the offline engine (`LLMEngine.step`, which the observatory steps) leaves a step's
+`SchedulerStats`, and with them the bytes its loads and stores reported, out of vLLM's
+counters when the step produced no request output. Not on 0.29 and later: vLLM #48668 records
+every step's stats (`# Record even when this step produced no request outputs.`)."""
