@@ -113,7 +113,7 @@ def gen_presets() -> str:
     """Each preset as the flags it changes from RunSpec's defaults (resolved, not copied), and
     its fix: the policy the live monitor's `f` switches on."""
     from engine.options import options
-    from engine.spec import PRESET_FIXES, PRESETS, RunSpec, preset_spec
+    from engine.spec import PRESETS, RunSpec, preset_engine, preset_fix, preset_spec
 
     flags = {name: option.flag for name, option in options(RunSpec).items()}
     default = RunSpec()
@@ -121,13 +121,15 @@ def gen_presets() -> str:
            "| --- | --- | --- | --- |"]
     for name in PRESETS:
         spec = preset_spec(name)
-        kind = "V1" if name.startswith("v1-") else "V0"
+        if name == "recorded":  # a recording's re-run: its engine's settings, its kind's fix
+            continue
+        kind = preset_engine(name).upper()
         changed = []
         for field in spec.__struct_fields__:
             value = getattr(spec, field)
             if field != "preset" and value != getattr(default, field):
                 changed.append(f"`{flags.get(field, field)}` {_show(value)}")
-        out.append(f"| `{name}` | {kind} | `{PRESET_FIXES[name]}` | "
+        out.append(f"| `{name}` | {kind} | `{preset_fix(name, preset_engine(name))}` | "
                    f"{cell('; '.join(changed) or '(the defaults)')} |")
     return "\n".join(out)
 

@@ -30,21 +30,16 @@ from engine.analysis.divergence import decision_diff
 from engine.analysis.rerun import RerunPlan, rerun_plan
 from engine.errors import ConfigError
 from engine.policy import parse_policy
-from engine.spec import MAX_STEP, RunSpec
+from engine.spec import MAX_STEP, RunSpec, preset_fix
 from engine.stream.records import STEP_TYPES, EngineAborted, RunFinished
 
-PRESET_FIXES = {"seed-5578": "reserve", "seed-5578-fitted": "reserve", "demo": "reserve",
-                "v1-thrash": "whole-context", "v1-concurrent-prefill": "whole-context",
-                "v1-head-of-line": "skip-and-continue",
-                "v1-async-seats": "per-iteration-count", "v1-prefix-offload": "whole-context"}
-"""Each preset's named fix: what `f` forks a recording of it with."""
-KIND_FIXES = {"v0": "reserve", "v1": "whole-context"}
 
 
 def fix_for(spec: dict[str, Any], engine: str) -> str:
-    """The fix a recording's `f` forks it with: its preset's (a program's own engine records
-    the kind's default preset), else the engine kind's."""
-    return PRESET_FIXES.get(str(spec.get("preset")), KIND_FIXES.get(engine, "reserve"))
+    """The fix a recording's `f` forks it with: the one live's `f` switches on for its preset
+    (engine.spec.preset_fix; a program's own engine records the kind's default preset), else
+    the engine kind's."""
+    return preset_fix(str(spec.get("preset")), engine)
 
 
 MIN_EXTRA_STEPS = 200
