@@ -446,8 +446,15 @@ ENGINE_FIXES = {"v0": "reserve", "v1": "whole-context"}
 """The fix for a run whose preset names none (an attached engine's stream)."""
 
 
+ANY_ENGINE_PRESETS = frozenset({"recorded"})
+"""Presets made for either engine kind: `recorded`, a recording's re-run, takes its engine's
+settings from the recording (engine.analysis.rerun)."""
+
+
 def preset_engine(preset: str) -> str:
-    """The engine kind a preset is made for ("v0", "v1"): the V1 presets are named v1-*."""
+    """The engine kind a preset is made for ("v0", "v1"): the V1 presets are named v1-*.
+    A preset of ANY_ENGINE_PRESETS answers "v0" here (its defaults are the V0 ones); ask
+    ANY_ENGINE_PRESETS before refusing it on V1."""
     return "v1" if preset.startswith("v1-") else "v0"
 
 

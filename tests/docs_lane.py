@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from shipped import shipped as shipped_recordings
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -66,9 +67,8 @@ STEPPED = r"step [\d,]+ / [1-9][\d,]*"  # the replay bar once steps ran (live) o
 
 HOW: dict[str, How] = {
     # installing, testing: what CI itself does
-    "pip install uv && uv venv --seed -p python3.11 ~/.venvs/observatory && source "
-    "~/.venvs/observatory/bin/activate": How(skip=True, why=INSTALL),
-    "uv pip install -e '.[vllm050,test]'": How(skip=True, why=INSTALL),
+    "pip install uv && uv pip install --compile-bytecode -e '.[vllm050,test]'":
+        How(skip=True, why=INSTALL),
     "uv pip install -e '.[vllm0290,test]'": How(skip=True, why=INSTALL),
     "pip install -e '.[vllm033,test]'": How(skip=True, why=INSTALL),
     "uv pip install -e '.[EXTRA,test]' --override overrides/EXTRA.txt":
@@ -318,13 +318,15 @@ def run_screen(command: str, cwd: Path, env: dict[str, str], until: str) -> tupl
 
 
 def workdir(tmp_path: Path) -> Path:
-    """A fresh directory for one block: the shipped recordings (each file linked into a
-    directory of its own: `run` records into recordings/ by default, and that must land here,
-    not in the clone), the test fixtures and the tiny model configs linked in, read only."""
+    """A fresh directory for one block: the shipped recordings (recordings/MANIFEST's, each
+    file linked into a directory of its own, so that a run told to record into recordings/
+    lands here, not in the clone; a user's own runs go to runs/, here too), the test fixtures
+    and the tiny model configs linked in, read only."""
     cwd = tmp_path / "cwd"
     (cwd / "recordings").mkdir(parents=True)
-    for shipped in (ROOT / "recordings").iterdir():
+    for shipped in shipped_recordings("*"):
         (cwd / "recordings" / shipped.name).symlink_to(shipped)
+    (cwd / "recordings" / "reference").symlink_to(ROOT / "recordings" / "reference")  # real logs
     for name in ("tests", "engine"):
         (cwd / name).symlink_to(ROOT / name)
     return cwd

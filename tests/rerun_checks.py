@@ -45,8 +45,9 @@ def trace_reruns_every_decision(path: Path, tmp: Path, capsys) -> Path:
     config = trace.with_suffix(".toml")
     assert f"observatory run --config {config} --trace {trace}" in err
     rerun = tmp / f"{path.name}.rerun.jsonl.zst"
-    main(["run", "--config", str(config), "--trace", str(trace), "--record", str(rerun)])
-    capsys.readouterr()
+    status = main(["run", "--config", str(config), "--trace", str(trace), "--record", str(rerun)])
+    said = capsys.readouterr()
+    assert rerun.exists(), (status, said.err[-2000:])
     original, again = steps_of(path), steps_of(rerun)
     assert original
     assert first_difference(original, again) is None, first_difference(original, again)

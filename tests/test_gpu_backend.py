@@ -573,9 +573,9 @@ def test_a_restart_starts_the_new_engine_only_after_the_old_one_is_gone(tmp_path
     real_spawn = engine.child.spawn_local
     sources = []
 
-    def spawn(spec, path, pace=None):
+    def spawn(spec, path, **options):  # pace, hold_s: as the launcher gives them
         old = sources[0]._link._process.poll() if len(sources) > 1 else None
-        link = real_spawn(spec, path, pace=pace)
+        link = real_spawn(spec, path, **options)
         spawned.append((link.pid, old))
         first_up.set()
         return link

@@ -135,14 +135,13 @@ def test_fork_saves_the_run_or_says_it_came_too_late(demo, tmp_path, capsys):
     assert main(["fork", str(demo), "--at", "40", "--policy", "reserve", "-o",
                  str(out)]) == 0
     said = capsys.readouterr().out
-    assert f"in time: switched to reserve at step 40" in said
+    assert "in time: switched to reserve at step 40" in said
     assert "decisions first differ from demo-off.jsonl.zst's at step 40" in said
     fork = load(out)
     assert fork.abort is None and fork.steps[-1].step > abort
     assert first_difference(steps_of(demo)[:40], fork.steps[:40]) is None
     assert main(["compare", str(demo), str(out), "--no-plot"]) == 0
-    assert "decisions first differ from demo-off.jsonl.zst's at step 40" in \
-        capsys.readouterr().out
+    assert "B: decisions first differ from A's at step 40" in capsys.readouterr().out
     assert main(["verify", str(out)]) == 0  # a fork is a recording like any other
     capsys.readouterr()
     late = tmp_path / "late.jsonl.zst"

@@ -196,7 +196,10 @@ def test_an_attached_engine_streams_the_records_it_streamed(tmp_path: Path) -> N
 
     script, model = SCRIPTS[KIND]
     record = tmp_path / "exec.jsonl.zst"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
+    # V1: the engine core in the script's own process, so that each request reaches it at the
+    # same step every run (in a process of its own, how many arrive before step 0 is a race)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0",
+           "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     proc = subprocess.run(
         [sys.executable, "-m", "engine.cli", "exec", "--sim", "--record", str(record), "--",
          sys.executable, str(ROOT / "tests" / "fixtures" / "attach" / script),

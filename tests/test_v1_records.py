@@ -227,5 +227,6 @@ def test_the_first_line_of_a_v1_run_is_the_observatorys():
                           "--max-steps", "5", "--no-record"],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    first = out.stderr.splitlines()[0]
-    assert first.startswith("step      0  running"), out.stderr[:2000]
+    first, second = out.stderr.splitlines()[:2]
+    assert first == "policy off", out.stderr[:2000]  # the policy's own line, then the steps'
+    assert second.split()[:2] == ["step", "0"], out.stderr[:2000]

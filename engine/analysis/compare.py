@@ -121,12 +121,13 @@ def mark_divergence(metrics: Sequence[RunMetrics], recordings: Sequence[Recordin
 
 
 def divergence_lines(metrics: Sequence[RunMetrics]) -> list[str]:
-    first = metrics[0].name if metrics else ""
+    """Where each run's decisions first differ from the first run's, each run named by its
+    letter (the table's key names the files), so that a line fits 80 columns."""
     lines = []
-    for m in metrics[1:]:
-        where = (f"first differ from {safe(first)}'s at step {m.differs_from_first_at:,}"
-                 if m.differs_from_first_at is not None else f"never differ from {safe(first)}'s")
-        lines.append(f"{safe(m.name)}: decisions {where}")
+    for i, m in enumerate(metrics[1:], start=1):
+        where = (f"first differ from A's at step {m.differs_from_first_at:,}"
+                 if m.differs_from_first_at is not None else "never differ from A's")
+        lines.append(f"{run_letter(i)}: decisions {where}")
     return lines
 
 

@@ -9,7 +9,7 @@ import argparse
 
 from engine import options
 from engine.errors import ConfigError
-from engine.spec import RunSpec, preset_engine, resolve_spec
+from engine.spec import ANY_ENGINE_PRESETS, RunSpec, preset_engine, resolve_spec
 
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +55,8 @@ def require_preset_engine(spec: RunSpec) -> None:
     than the installed vLLM runs (a V1 preset on 0.5.0.post1 ran on V0 without a word)."""
     from engine.adapters.versions import SUPPORTED, installed_version, release_for
 
+    if spec.preset in ANY_ENGINE_PRESETS:
+        return
     release = release_for(installed_version())
     wanted = preset_engine(spec.preset)
     if release is None or release.engine == wanted:
