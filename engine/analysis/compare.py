@@ -23,6 +23,7 @@ from engine.stream.records import StepRecord
 from engine.analysis.summary import summarize
 from engine.stream.timeaxis import axis_named, axis_of
 from engine.traces.stats import label as trace_label
+from engine.conventions import pct_text
 from engine.widths import terminal_width
 
 
@@ -207,6 +208,8 @@ def _rows(metrics: Sequence[RunMetrics]) -> list[tuple[str, list[str]]]:
         cells = []
         for m in metrics:
             value = getattr(m, field, None)
+            if field.endswith("_pct") and isinstance(value, float):
+                value = pct_text(value)  # one decimal in every run's column (conventions)
             cells.append(_cell(axis_named(value).unit if field == "time_axis" else value))
         out.append((label.replace(_TIMED, axis), cells))
     return out
