@@ -63,6 +63,8 @@ RELEASE_DAY = ("installs an unreleased vLLM's venv from the network (minutes, GB
                "release-day bench, run by hand when vLLM ships")
 RELEASES = ("runs the workload in several releases' venvs on Ray, building any missing one "
             "(GBs each): tests/test_releases_cmd.py runs it on the venvs CI has built")
+HUNT_RAY = ("Ray binds the machine's interface: tests/test_hunt_ray.py runs the hunt on a local "
+            "Ray runtime in a network namespace")
 STEPPED = r"step [\d,]+ / [1-9][\d,]*"  # the replay bar once steps ran (live) or loaded
 
 HOW: dict[str, How] = {
@@ -101,9 +103,24 @@ HOW: dict[str, How] = {
     "observatory sweep --preset demo --grid num_cpu_blocks=256,320,384,448,512,576,640,704,"
     "768,1024 --grid policy=off,strict,watermark:0.5 -o sweeps/demo-cpu-blocks":
         How(run="observatory sweep --preset demo --grid num_cpu_blocks=256,1024 "
-                "--grid policy=off,strict -o sweeps/demo-cpu-blocks",
-            why="30 cells on Ray are minutes: 4 cells of the same grid (sweeps/README.md "
-                "says how the shipped one was made)"),
+                "--grid policy=off,strict -o sweeps/demo-cpu-blocks --serial",
+            why="30 cells on Ray are minutes: 4 cells of the same grid, in this process "
+                "(Ray binds the machine's interface: tests/test_sweep_ray.py runs it in a "
+                "network namespace; sweeps/README.md says how the shipped grid was made)"),
+    # the hunt: exit 1 means it found something (docs/guides/hunt.md), 0 that it did not
+    "observatory hunt --seed 5 --budget 600 -o hunt-seed-5":
+        How(run="observatory hunt --seed 5 --workloads 4 --serial -o hunt-seed-5 "
+                "|| test $? -eq 1",
+            why=f"600 s on Ray: the same seed's first 4 workloads in this process ({HUNT_RAY})"),
+    "observatory hunt --seed 5 --workloads 64 --serial":
+        How(run="observatory hunt --seed 5 --workloads 4 --serial || test $? -eq 1",
+            why="64 workloads are minutes: the first 4"),
+    "observatory hunt --seed 5 --policy whole-context":
+        How(run="observatory hunt --seed 5 --policy whole-context --workloads 2 --serial "
+                "|| test $? -eq 1", engine="v1",
+            why=f"a V1 policy: the first 2 workloads in this process ({HUNT_RAY})"),
+    "observatory hunt --address HEAD:6379 --budget 3600":
+        How(skip=True, why=f"HEAD: a Ray cluster's head, a placeholder ({HUNT_RAY})"),
     "observatory fit vllm.log --n 8 --max-tokens 1000 -o fitted.toml && observatory run "
     "--config fitted.toml":
         How(run="observatory fit tests/fixtures/logs/v0-metrics.log --preset demo --n 8 "
