@@ -63,6 +63,10 @@ RELEASE_DAY = ("installs an unreleased vLLM's venv from the network (minutes, GB
                "release-day bench, run by hand when vLLM ships")
 RELEASES = ("runs the workload in several releases' venvs on Ray, building any missing one "
             "(GBs each): tests/test_releases_cmd.py runs it on the venvs CI has built")
+MADE = ("mkdir -p runs && observatory exec --sim --record runs/vm-15194-0.jsonl.zst -- python "
+        "docs/examples/rollout_5578.py opt-125m > /dev/null 2>&1; ")
+"""The rerun guide's recording (step 1's, named here as the guide names it), made first."""
+MADE_WHY = "vm-15194-0: the recording the rerun guide's step 1 writes (host and pid), made first"
 HUNT_RAY = ("Ray binds the machine's interface: tests/test_hunt_ray.py runs the hunt on a local "
             "Ray runtime in a network namespace")
 STEPPED = r"step [\d,]+ / [1-9][\d,]*"  # the replay bar once steps ran (live) or loaded
@@ -143,6 +147,37 @@ HOW: dict[str, How] = {
         How(run=f"observatory exec --sim --record runs/ -- python "
                 f"tests/fixtures/attach/verl_rollout.py {V0_MODEL}", engine="v0",
             why="train.py: a verl-style rollout script (a fixture) on a tiny model config"),
+    # the rerun guide's recording, made first in each block that reads it
+    "observatory verify runs/vm-15194-0.jsonl.zst":
+        How(run=MADE + "observatory verify runs/vm-15194-0.jsonl.zst", why=MADE_WHY),
+    "for policy in strict watermark reserve; do observatory fork runs/vm-15194-0.jsonl.zst "
+    "--at 100 --policy $policy --max-steps 3000; done":
+        How(run=MADE + "for policy in strict reserve; do observatory fork "
+                       "runs/vm-15194-0.jsonl.zst --at 100 --policy $policy --max-steps 400 "
+                       "|| exit; done",
+            why=MADE_WHY + "; two policies, 400 steps each (the guide's three run ~1,100)"),
+    "observatory fork runs/vm-15194-0.jsonl.zst --at 200 --policy reserve":
+        How(run=MADE + "observatory fork runs/vm-15194-0.jsonl.zst --at 200 --policy reserve",
+            why=MADE_WHY),
+    "observatory fork runs/vm-15194-0.jsonl.zst --at 100 --policy reserve":
+        How(run=MADE + "observatory fork runs/vm-15194-0.jsonl.zst --at 100 --policy reserve "
+                       "--max-steps 400", why=MADE_WHY + "; 400 steps"),
+    "observatory export runs/vm-15194-0.jsonl.zst --format trace -o rollout.jsonl":
+        How(run=MADE + "observatory export runs/vm-15194-0.jsonl.zst --format trace -o "
+                       "rollout.jsonl", why=MADE_WHY),
+    "observatory run --config rollout.toml --trace rollout.jsonl":
+        How(run=MADE + "observatory export runs/vm-15194-0.jsonl.zst --format trace -o "
+                       "rollout.jsonl 2> /dev/null && observatory run --config rollout.toml "
+                       "--trace rollout.jsonl",
+            why=MADE_WHY + ", and the export above it (a command shown twice runs once)"),
+    "observatory compare runs/vm-15194-0.jsonl.zst runs/*fork100-strict*.zst "
+    "runs/*fork100-watermark*.zst runs/*fork100-reserve*.zst --no-plot":
+        How(skip=True, why="needs step 3's three forks (minutes): tests/test_rerun.py forks a "
+                           "recording and compares the two"),
+    "observatory replay runs/vm-15194-0.jsonl.zst":
+        How(skip=True, why="tests/test_rerun.py drives f in replay on a recording of the "
+                           "same kind"),
+    "observatory exec --record runs/ -- python rollout.py": How(skip=True, why=GPU),
     # not run here
     "observatory exec --record runs/ -- python train.py": How(skip=True, why=GPU),
     "observatory exec --serve 127.0.0.1:8765 --token-file ~/.obs-token -- vllm serve M":
@@ -344,7 +379,7 @@ def workdir(tmp_path: Path) -> Path:
     for shipped in shipped_recordings("*"):
         (cwd / "recordings" / shipped.name).symlink_to(shipped)
     (cwd / "recordings" / "reference").symlink_to(ROOT / "recordings" / "reference")  # real logs
-    for name in ("tests", "engine"):
+    for name in ("tests", "engine", "docs"):
         (cwd / name).symlink_to(ROOT / name)
     return cwd
 

@@ -27,7 +27,8 @@ import msgspec
 
 from engine.errors import ConfigError
 from engine.spec import RunSpec
-from engine.traces.recording import block_size_of, lacks, load_recording
+from engine.traces.recording import (block_size_of, is_own_sim_run,  # noqa: F401 (its home)
+                                     lacks, load_recording)
 
 ENGINE_FIELDS = ("model", "num_gpu_blocks", "num_cpu_blocks", "swap_space_gib", "block_size",
                  "max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill",
@@ -46,12 +47,6 @@ class RerunPlan:
     spec: RunSpec
     bursts: dict[int, list[int]] = field(default_factory=dict)  # step -> sizes
     by_requests: bool = False  # the workload is the recording's requests (not its spec)
-
-
-def is_own_sim_run(header: Any) -> bool:
-    """A run the observatory drove on the sim: its spec is the whole story."""
-    return (header.backend == "sim" and "attached" not in (header.engine_config or {})
-            and header.backend != "log")
 
 
 def bursts_of(recording: Any) -> dict[int, list[int]]:

@@ -83,6 +83,12 @@ def output_lengths(recording: Any) -> dict[str, list[int]]:
     return lens
 
 
+def is_own_sim_run(header: Any) -> bool:
+    """A run the observatory drove on the sim: its spec is the whole story."""
+    return (header.backend == "sim" and "attached" not in (header.engine_config or {})
+            and header.backend != "log")
+
+
 def lacks(recording: Any) -> str | None:
     """Why `recording` cannot be read as a workload, or None."""
     header = recording.header
@@ -99,6 +105,13 @@ def lacks(recording: Any) -> str | None:
     if not arrivals:
         return f"{name}: no request arrived in it: nothing to re-run"
     if any(a.n is None or a.max_tokens is None or a.prefix is None for a in arrivals):
+        if is_own_sim_run(header):  # its settings make its requests: verify and fork use them
+            preset = (header.spec or {}).get("preset", "its preset")
+            return (f"{name}: made before recordings kept each request's samples, output "
+                    f"limit and prompt fingerprint, which a trace is made of (verify and fork "
+                    f"re-run it from its settings): run it again with this observatory "
+                    f"(`observatory run --preset {preset} --record FILE`, plus any setting it "
+                    f"changed) and export that")
         return (f"{name}: made before recordings kept each request's samples, output limit and "
                 f"prompt fingerprint: re-record it with this observatory to re-run it")
     return None
