@@ -19,6 +19,7 @@ time it shows; the live monitor's engine holds there so that a person has time t
 from __future__ import annotations
 
 from engine.analysis.seats import underfilled
+from engine.conventions import ratio_text
 from engine.analysis.stall import STARTED, StallWatch
 
 
@@ -44,9 +45,9 @@ class Signs:
     @staticmethod
     def _v0(step) -> list[tuple[str, str]]:
         shown = []
-        if step.overcommitted:
-            pct = 100 * step.committed_blocks / step.capacity_blocks
-            shown.append(("committed", f"the committed demand outgrew GPU + CPU ({pct:.0f}%)"))
+        if step.overcommitted:  # a ratio, not a percentage: it passes 1 (engine.conventions)
+            ratio = ratio_text(step.committed_blocks, step.capacity_blocks)
+            shown.append(("committed", f"the committed demand outgrew GPU + CPU ({ratio})"))
         if step.swapped_out or step.swapped:
             shown.append(("swapped", "first swapped group"))
         return shown
