@@ -87,7 +87,7 @@ async def test_f_while_paused_stays_pending_until_a_step_runs_under_it():
     """The engine takes the change at once while paused, with no step after it: the mark
     went, and the status said `off … press f to switch the fix on` for a fix already on."""
     spec = preset_spec("demo", policy="off", requests=256).validated()
-    app = live_app(spec, None)
+    app = live_app(spec, None, pace=50)  # paced: the pause lands long before the demo aborts
     async with app.run_test(size=SIZE) as pilot:
         screen: LiveScreen = app.main_screen  # type: ignore[assignment]
         await wait_for(pilot, lambda: len(screen.view.steps) > 5, "the first steps")
