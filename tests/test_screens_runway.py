@@ -111,7 +111,7 @@ def test_a_committed_demand_that_fits_means_no_runway_to_count_down():
     runway = forecast(over)
     assert not runway.guaranteed and runway.steps is not None
     assert over[-1].overcommitted
-    assert "too late" in committed_text(over[-1], "reserve")[0][0]
+    assert "cannot guarantee" in committed_text(over[-1], "reserve")[0][0]
     assert committed_text(over[-1], "off")[0][0].startswith(  # a sign of trouble: marked
         f"⚠ committed {capacity - 50:,}/{capacity:,} blocks")
     assert committed_text(filling[-1], "off") == []
