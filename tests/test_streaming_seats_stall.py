@@ -35,6 +35,9 @@ SEATS = 4  # the script's max_num_seqs, its sessions and its plain prompts
 @pytest.mark.skipif(RELEASE is not None and RELEASE.family == "v018",
                     reason="on 0.18 the script's sessions finish like plain requests (run: 8 "
                            "finished, no stall): nothing holds a seat")
+@pytest.mark.xfail(RELEASE is not None and RELEASE.family == "v024", strict=True,
+                   reason="known gap (issue #39): on 0.24 the sessions do hold the seats (the "
+                          "script gives up after 300 steps) but the watchdog says no stall")
 def test_paused_streaming_sessions_hold_every_seat_and_the_stall_says_so(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONHASHSEED="0")
     proc = subprocess.run([sys.executable, "-m", "engine.cli", "exec", "--sim", "--record",

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from engine.adapters.versions import family as installed_family  # noqa: E402
 from v1_required import RELEASE, needs_v1, require_hash_seed
 
 pytestmark = needs_v1
@@ -39,7 +40,8 @@ from engine.session import Session  # noqa: E402
 from engine.spec import preset_spec  # noqa: E402
 from engine.stream.records import PolicyChanged, RunFinished, V1StepRecord  # noqa: E402
 
-ASYNC_SIM = RELEASE is not None and RELEASE.family not in ("v018", "v029")
+ASYNC_SIM = (RELEASE is not None and RELEASE.engine == "v1"
+             and bool(getattr(installed_family(), "HAS_ASYNC_SIM", False)))  # the family says
 """The releases whose sim runs vLLM's async scheduling (0.33 and later)."""
 needs_async = pytest.mark.skipif(not ASYNC_SIM, reason="the async sim needs vLLM 0.33+")
 PRESET = "v1-async-seats"
