@@ -5,6 +5,8 @@ or is refused in one line that says what is missing; the rows the code builds (v
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -99,13 +101,35 @@ def test_a_refused_release_is_named_with_its_reason_and_the_nearest_supported():
 
 
 def test_versions_command_prints_every_row_of_the_table():
+    no_terminal = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     out = subprocess.run([sys.executable, "-m", "engine.cli", "versions"], capture_output=True,
-                         text=True, timeout=120, cwd=ROOT)
+                         text=True, timeout=120, cwd=ROOT, env=no_terminal)
     assert out.returncode == 0, out.stderr
+    assert max(len(line) for line in out.stdout.splitlines()) <= 80  # no terminal: 80 columns
+    commands = re.sub(r" \\\n +", " ", out.stdout)  # a long command goes on after ` \`
     for release in KNOWN:
-        assert f" {release.version} " in out.stdout and release.install in out.stdout
+        assert f" {release.version} " in out.stdout and release.install in commands
+    refused = out.stdout.split("\nrefused (", 1)[1]
     for version, why in REFUSED.items():
-        assert f"{version} " in out.stdout and why in out.stdout
+        assert re.search(rf"(?<![\w.]){re.escape(version)}(?![\w.])", refused), version
+    for version, why in list(REFUSED.items())[-1:]:  # one whole, as `versions RELEASE` says it
+        one = subprocess.run([sys.executable, "-m", "engine.cli", "versions", version],
+                             capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert one.returncode == 0 and " ".join(why.split()) in " ".join(one.stdout.split())
+
+
+def test_versions_of_one_release_says_its_figures_and_refuses_an_unknown_one():
+    earned = next(r for r in KNOWN if r.earned)
+    out = subprocess.run([sys.executable, "-m", "engine.cli", "versions", earned.version],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert f"family   {earned.family}" in out.stdout and f"earned   {earned.earned}" in out.stdout
+    assert earned.install in re.sub(r" \\\n +", " ", out.stdout)
+    bad = subprocess.run([sys.executable, "-m", "engine.cli", "versions", "0.99.0"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.count("\n") == 1 and f"nearest release it knows is {KNOWN[-1].version}" \
+        in bad.stderr
 
 
 def test_releases_lists_and_ranges_read_the_table():

@@ -5,6 +5,7 @@ CI runs the `every_vllm` tests in each release's own virtualenv (.ci/run)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -77,11 +78,13 @@ def test_versions_command_lists_the_releases():
     assert f"installed: vLLM {installed_version()}" in out.stdout
     mine = release_for(installed_version())
     assert f"adapter family {mine.family}" in out.stdout
-    table = [line.replace("*", " ").split() for line in out.stdout.splitlines()
+    listing = out.stdout.split("\ninstall:\n", 1)[0]
+    table = [line.replace("*", " ").split() for line in listing.splitlines()
              if line.startswith(" ")]
     rows = {cells[0]: cells[1:3] for cells in table}
+    commands = re.sub(r" \\\n +", " ", out.stdout)  # a long command goes on after ` \`
     for release in SUPPORTED:
-        assert release.install in out.stdout
+        assert release.install in commands
         assert rows[release.version] == [release.engine.upper(), release.family]
 
 
