@@ -31,10 +31,12 @@ refusal is what is tested instead (test_a_release_without_the_tier_refuses_it_in
 
 PRESET = "v1-prefix-offload"
 _runs: dict[str, list] = {}
+_counters: dict[str, Any] = {}
 
 
 def run(**over: Any) -> list:
     """Everything a session of the preset emitted, once per argument set."""
+    from engine.adapters.v1.offload_metrics import read_counters
     from engine.session import Session
     from engine.spec import preset_spec
 
@@ -45,7 +47,16 @@ def run(**over: Any) -> list:
         session.subscribe(items.append)
         session.run()
         _runs[key] = items
+        # vLLM's counters are the engine built last: read them before another test builds one
+        # (the run is cached, and in random order another engine may come between)
+        _counters[key] = read_counters()
     return _runs[key]
+
+
+def counters_of(**over: Any) -> Any:
+    """vLLM's CPU-tier counters as that run left them (offload_metrics.OffloadCounters)."""
+    run(**over)
+    return _counters[repr(sorted(over.items()))]
 
 
 def steps_of(items: list) -> list[V1StepRecord]:
@@ -77,11 +88,10 @@ def test_prefixes_come_back_from_the_cpu_tier_and_the_bytes_equal_vllms_counters
     """The counters are vLLM's own Prometheus ones (what /metrics shows), fed by the bytes
     the sim worker reported for each job it completed; the records count each job's bytes
     when vLLM issued it. Every job is done by the end, so the two must agree exactly."""
-    from engine.adapters.v1.offload_metrics import read_counters
     from engine.analysis.summary import summarize
 
     items = run()
-    counters = read_counters()  # the engine built last: this run's
+    counters = counters_of()  # read when this run's engine was the last one built
     summary = summarize(items)
     steps = steps_of(items)
     assert summary.end_reason == "completed" and summary.finished_requests == 64
@@ -354,6 +364,10 @@ def test_the_sim_worker_reports_each_job_once_when_its_bytes_have_moved():
     """The worker's timing on vLLM's own metadata classes: a load of 8 blocks at 1 GB/s
     (8 x 589,824 bytes: 4.7 ms) issued at 0 s is done within a 5 ms step; a store is submitted
     only at the next step's start and queues behind the one before it."""
+    from engine.adapters.v1.platform import prepare_sim_process
+
+    prepare_sim_process()  # before vLLM's first import here: it picks its platform once per
+    # process, and the engines the other tests build (in any order) need the sim's
     from vllm.distributed.kv_transfer.kv_connector.v1.offloading.common import (
         OffloadingConnectorMetadata, TransferJob)
     from vllm.v1.kv_offload.base import GPULoadStoreSpec
