@@ -167,12 +167,26 @@ def install(release: str, root: Path, pins: list[str]) -> tuple[Path, float, str
                                *override_for(release)],
                               capture_output=True, text=True)
     if done.returncode != 0:
-        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-        why = next((line.strip() for line in lines if "because" in line or "No solution" in
-                    line), lines[-1].strip() if lines else "?")
-        return python, time.monotonic() - start, f"install failed: {why}"
+        return python, time.monotonic() - start, f"install failed: {install_cause(done.stderr)}"
     (venv / ".complete").touch()
     return python, time.monotonic() - start, ""
+
+
+def install_cause(stderr: str) -> str:
+    """uv's reason in one line: the pin the index cannot satisfy when it names one ("the index
+    has no xgrammar==0.1.16, which vllm==0.8.2 pins"), else its first `because` line."""
+    import re
+
+    text = " ".join(stderr.split())
+    missing = re.search(r"there is no version of ([\w.-]+)(?:\{[^}]*\})?==([\w.+-]+) and "
+                        r"([\w.-]+==[\w.+-]+) depends on", text)
+    if missing:
+        package, version, wheel = missing.groups()
+        return f"the index has no {package}=={version}, which {wheel} pins"
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return next((line for line in lines if "ecause" in line),
+                next((line for line in lines if "No solution" in line),
+                     lines[-1] if lines else "?"))
 
 
 def observatory(python: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
