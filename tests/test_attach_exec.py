@@ -108,6 +108,11 @@ def test_a_policy_switched_from_a_client_is_in_the_recording(tmp_path):
         for line in proc.stdout:  # the first batch is done: the engine is built and announced
             if line.strip() == "READY":
                 break
+        # from here both pipes are read for as long as the child writes: vLLM's progress bar
+        # writes to stderr at every update, and under load a run long enough fills an unread
+        # pipe, which stops the script (and so its engine) mid-run
+        out_lines, out_reader = _drain(proc.stdout)
+        err_lines, err_reader = _drain(proc.stderr)
         _misbehave(address, token)  # garbage, a command that does not apply, a viewer that
         # vanishes mid-stream: none of it reaches the engine
         link = connect(address, token, client="pytest")
@@ -142,7 +147,11 @@ def test_a_policy_switched_from_a_client_is_in_the_recording(tmp_path):
         records = [k for k in kinds if k not in ("StateChanged", "RecordingStatus", "Ack")]
         assert records[0] == "Header" and "StepRecord" in records  # the whole stream so far
         link.close()
-        out, err = proc.communicate(timeout=300)
+        proc.stdin.close()
+        proc.wait(timeout=300)
+        out_reader.join(timeout=60)
+        err_reader.join(timeout=60)
+        out, err = "".join(out_lines), "".join(err_lines)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -156,6 +165,14 @@ def test_a_policy_switched_from_a_client_is_in_the_recording(tmp_path):
     first = changes[0].step
     assert {s.policy for s in steps[:first]} == {"off"}
     assert {s.policy for s in steps[first:]} == {"strict"}
+
+
+def _drain(stream) -> tuple[list[str], threading.Thread]:
+    """Read `stream` to its end on a thread; its lines land in the list returned."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(stream), daemon=True)
+    reader.start()
+    return lines, reader
 
 
 def _misbehave(address: str, token: str) -> None:
