@@ -370,7 +370,7 @@ def main(default: tuple[str, ...] = RANGE) -> int:
             print(f"{release}: refused: {failed[:240]}", flush=True)
             if args.write and release not in {r.version for r in KNOWN}:
                 store(args.root, release_table.Row(
-                    version=release, engine=kind, refused=f"its install fails: {failed[:200]}"))
+                    version=release, engine=kind, refused=f"its install fails: {failed.removeprefix('install failed: ')[:200]}"))
             continue
         broke: list[str] = []
         result: dict = {}
