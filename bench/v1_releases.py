@@ -369,8 +369,9 @@ def main(default: tuple[str, ...] = RANGE) -> int:
         if failed:
             print(f"{release}: refused: {failed[:240]}", flush=True)
             if args.write and release not in {r.version for r in KNOWN}:
+                cause = failed.removeprefix("install failed: ")[:200]
                 store(args.root, release_table.Row(
-                    version=release, engine=kind, refused=f"its install fails: {failed.removeprefix('install failed: ')[:200]}"))
+                    version=release, engine=kind, refused=f"its install fails: {cause}"))
             continue
         broke: list[str] = []
         result: dict = {}
