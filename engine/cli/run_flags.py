@@ -9,6 +9,7 @@ import argparse
 
 from engine import options
 from engine.errors import ConfigError
+from engine.kinds import kind_of
 from engine.spec import ANY_ENGINE_PRESETS, RunSpec, preset_engine, resolve_spec
 
 
@@ -42,7 +43,7 @@ def default_preset() -> str:
     from engine.adapters.versions import installed_version, release_for
 
     release = release_for(installed_version())
-    return "v1-thrash" if release is not None and release.engine == "v1" else "seed-5578"
+    return kind_of(release.engine if release is not None else None).default_preset
 
 
 INSTALL_FOR = {"v0": "vllm050", "v1": "vllm033"}
