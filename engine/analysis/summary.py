@@ -30,6 +30,7 @@ import msgspec
 from engine.analysis.seats import underfilled
 from engine.analysis.stall import StallWatch, seat_limit
 from engine.conventions import percent
+from engine.kinds import V0, V1, EngineKind, newest_of
 from engine.safe_text import safe
 from engine.traces import stats as trace_stats
 from engine.traces.stats import TraceStats
@@ -182,7 +183,7 @@ class SummaryBuilder:
         self.capacity: int | None = None
         self.overcommitted_at: int | None = None
         self.header: Header | None = None
-        self.v1 = False
+        self.kind: EngineKind = V0  # V1 from its header, or its first V1 step
         self.preemptions = 0
         self.preempted: set[str] = set()
         self.max_preemptions = 0
@@ -207,7 +208,7 @@ class SummaryBuilder:
         self.underfilled = self.underfill_run = self.longest_underfill = 0
 
     def _add_v1(self, item: V1StepRecord) -> None:
-        self.v1 = True
+        self.kind = V1
         self.steps += 1
         self.finished_requests += len(item.finished)
         self.finished_ids.update(item.finished)
@@ -290,8 +291,8 @@ class SummaryBuilder:
         elif isinstance(item, Header):
             self.time_axis = item.time_axis
             self.header = item
-            self.v1 = self.v1 or item.engine == "v1"
-            if self.v1 and self.stalls is None:
+            self.kind = newest_of((self.kind.name, item.engine))
+            if self.kind.watches_stalls and self.stalls is None:
                 self.stalls = StallWatch(seat_limit(item))
             self.seats = seat_limit(item) or 0
         elif isinstance(item, (LogWindow, LogEvent)):
@@ -300,7 +301,7 @@ class SummaryBuilder:
             if item.logger == trace_stats.LOGGER:
                 self.trace = trace_stats.parse(item.message) or self.trace
         elif isinstance(item, Arrivals):
-            if self.v1:
+            if self.kind is V1:  # what arrived: V1's summary counts it, V0's has no such count
                 self.arrived.update(item.request_ids)
                 self.prompt_tokens_arrived += sum(item.prompt_tokens)
 
@@ -320,8 +321,10 @@ class SummaryBuilder:
             self.sim_s = max(self.sim_s, item.t_s)
 
     def result(self) -> Summary | V1Summary:
-        if self.v1:
-            return self._v1_result()
+        """The summary in the run's kind's vocabulary (RESULTS)."""
+        return RESULTS[self.kind.name](self)
+
+    def _v0_result(self) -> Summary:
         abort = self.abort
         log_abort = self.log_abort
         return Summary(
@@ -443,6 +446,11 @@ more in their sense: the stall's KV free (at its last step then, the least over 
 the trace's hit percentage (per admission over what the trace allows, which passed 100: gone,
 the cached tokens per request stand beside the allowance as counts). The view of such a
 summary leaves them out; the records say today's."""
+
+
+RESULTS = {"v0": SummaryBuilder._v0_result, "v1": SummaryBuilder._v1_result}
+SUMMARY_TYPES: dict[str, type[Summary | V1Summary]] = {"v0": Summary, "v1": V1Summary}
+"""Each kind's summary: how a builder makes it, and its type (an index's summary is read as)."""
 
 
 def current_names(summary: dict[str, Any]) -> dict[str, Any]:

@@ -297,7 +297,7 @@ class RunPanel(Vertical):
             if ref is not None:  # the overlaid real log: dots, not lines, "real" in the legend
                 for s in series:
                     # a V1 log has no swap queue but a `Waiting:` one, drawn in its place
-                    if (s.real or (ref.v1 and s.name == "waiting")) and ref.has(s.name):
+                    if (s.real or (not ref.kind.swaps and s.name == "waiting")) and ref.has(s.name):
                         xs, ys = ref.series(s.name, view.column("sim_s"), view.first_step,
                                             lo, hi)
                         label = s.short or s.label
