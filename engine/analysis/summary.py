@@ -324,34 +324,40 @@ class SummaryBuilder:
         """The summary in the run's kind's vocabulary (RESULTS)."""
         return RESULTS[self.kind.name](self)
 
+    def _shared(self) -> dict[str, Any]:
+        """The fields both kinds' summaries hold, counted alike."""
+        return {
+            "steps": self.steps,
+            "finished_requests": self.finished_requests,
+            "abort_step": self.abort.step if self.abort else None,
+            "peak_gpu_kv_pct": round(self.peak_gpu, 2),
+            "policy_changes": self.policy_changes,
+            "generated_tokens": self.generated_tokens,
+            "sim_seconds": round(self.sim_s, 4),
+            "wall_seconds": round(self.wall_s, 3),
+            "time_axis": self.time_axis,
+            "exec_seconds": round(self.exec_s, 6),
+            "trace": self.trace,
+        }
+
     def _v0_result(self) -> Summary:
         abort = self.abort
         log_abort = self.log_abort
         return Summary(
-            steps=self.steps,
-            finished_requests=self.finished_requests,
+            **self._shared(),
             aborted=abort is not None or log_abort is not None,
             abort_reason=abort.message if abort else log_abort.text if log_abort else None,
-            abort_step=abort.step if abort else None,
-            peak_gpu_kv_pct=round(self.peak_gpu, 2),
             peak_cpu_kv_pct=round(self.peak_cpu, 2),
             peak_swapped=self.peak_swapped,
             swap_outs=self.swap_outs,
             swap_ins=self.swap_ins,
             recompute_preemptions=self.recomputes,
             prefill_blocked_steps=self.blocked,
-            policy_changes=self.policy_changes,
             prompt_tokens=self.prompt_tokens,
-            generated_tokens=self.generated_tokens,
-            sim_seconds=round(self.sim_s, 4),
-            wall_seconds=round(self.wall_s, 3),
             end_reason=self.end.reason if self.end else None,
-            time_axis=self.time_axis,
-            exec_seconds=round(self.exec_s, 6),
             peak_committed_blocks=self.peak_committed,
             capacity_blocks=self.capacity,
             overcommitted_at_step=self.overcommitted_at,
-            trace=self.trace,
         )
 
     def _v1_result(self) -> V1Summary:
@@ -365,11 +371,9 @@ class SummaryBuilder:
         return V1Summary(
             engine="v1",
             vllm_version=self.header.vllm_version if self.header is not None else "",
-            steps=self.steps,
-            finished_requests=self.finished_requests,
+            **self._shared(),
             aborted=abort is not None,
             abort_reason=abort.message if abort else None,
-            abort_step=abort.step if abort else None,
             preemptions=self.preemptions,
             preempted_requests=len(self.preempted),
             max_preemptions_per_request=self.max_preemptions,
@@ -379,16 +383,11 @@ class SummaryBuilder:
             recompute_tax=round(self.recomputed / self.computed, 4) if self.computed else 0.0,
             cached_tokens_per_admission=self.prefix_hits,
             cached_tokens_per_request=self.first_hits if self.steps else None,
-            peak_gpu_kv_pct=round(self.peak_gpu, 2),
             peak_running=self.peak_running,
             peak_waiting=self.peak_waiting,
             admission_withheld_steps=self.blocked,
-            policy_changes=self.policy_changes,
             prompt_tokens=self.prompt_tokens_arrived,
             prompt_tokens_computed=self.prompt_tokens,
-            generated_tokens=self.generated_tokens,
-            sim_seconds=round(self.sim_s, 4),
-            wall_seconds=round(self.wall_s, 3),
             end_reason=end,
             unfinished_requests=len(unfinished),
             never_started_requests=len(unfinished - self.started),
@@ -400,14 +399,11 @@ class SummaryBuilder:
             longest_stall_reason=(longest.reason or None) if longest is not None else None,
             underfilled_steps=self.underfilled,
             longest_underfilled_steps=self.longest_underfill,
-            time_axis=self.time_axis,
-            exec_seconds=round(self.exec_s, 6),
             cpu_tier_chunks=self.tier_chunks,
             peak_cpu_tier_chunks=self.peak_tier_chunks,
             **{"cpu_tier_" + field.removeprefix("cpu_"): value
                for field, value in self.tier.items()},
             cpu_tier_wait_seconds=round(self.tier_wait_s, 6),
-            trace=self.trace,
             cached_prompt_pct=self._cached_prompt_pct(),
         )
 
