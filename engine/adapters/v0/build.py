@@ -28,9 +28,9 @@ from typing import Any, Callable
 
 from engine import logs
 from engine.adapters.advice import in_our_words
-from engine.adapters.v0.build_errors import build_errors
 from engine.adapters.build_shared import (Resolved, cuda_available, hub_source, sim_model_dir,
                                           summarize_config)
+from engine.adapters.v0.build_errors import build_errors
 from engine.errors import ConfigError
 from engine.spec import RunSpec
 
