@@ -20,6 +20,10 @@ from dataclasses import dataclass
 class EngineKind:
     name: str  # "v0" or "v1": the Header's `engine`, a release row's engine
     default_preset: str  # the workload preset a run on this kind starts from
+    usual_fix: str  # the policy `f` switches on when the preset names none (engine.spec)
+    # The release a refusal names to install for this kind: the default V0 release, and the V1
+    # line's reference release (README's tables name the others).
+    reference_extra: str
     # A swap space: V0 swaps preempted groups out to CPU blocks (its runway, its swap abort, its
     # watermark). V1 recomputes; its CPU tier, where a run has one, is a prefix cache.
     swaps: bool
@@ -36,15 +40,12 @@ class EngineKind:
     # count: engine.policy); V0's are one rule each.
     combines_policies: bool
 
-    @property
-    def label(self) -> str:
-        """The kind as prose names it: V0, V1."""
-        return self.name.upper()
 
-
-V0 = EngineKind("v0", default_preset="seed-5578", swaps=True, watches_stalls=False,
-                fans_out_samples=False, sim_env_at_start=False, combines_policies=False)
-V1 = EngineKind("v1", default_preset="v1-thrash", swaps=False, watches_stalls=True,
+V0 = EngineKind("v0", default_preset="seed-5578", usual_fix="reserve", reference_extra="vllm050",
+                swaps=True, watches_stalls=False, fans_out_samples=False,
+                sim_env_at_start=False, combines_policies=False)
+V1 = EngineKind("v1", default_preset="v1-thrash", usual_fix="whole-context",
+                reference_extra="vllm033", swaps=False, watches_stalls=True,
                 fans_out_samples=True, sim_env_at_start=True, combines_policies=True)
 
 KINDS: tuple[EngineKind, ...] = (V0, V1)  # oldest first

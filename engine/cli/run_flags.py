@@ -46,11 +46,6 @@ def default_preset() -> str:
     return kind_of(release.engine if release is not None else None).default_preset
 
 
-INSTALL_FOR = {"v0": "vllm050", "v1": "vllm033"}
-"""The release a refusal names for a preset of the other engine kind: the default V0 release,
-and the V1 line's reference release (README's tables name the others)."""
-
-
 def require_preset_engine(spec: RunSpec) -> None:
     """Refuse, in one line naming the install command, a preset made for the other engine kind
     than the installed vLLM runs (a V1 preset on 0.5.0.post1 ran on V0 without a word)."""
@@ -62,7 +57,7 @@ def require_preset_engine(spec: RunSpec) -> None:
     wanted = preset_engine(spec.preset)
     if release is None or release.engine == wanted:
         return
-    other = next(r for r in SUPPORTED if r.extra == INSTALL_FOR[wanted])
+    other = next(r for r in SUPPORTED if r.extra == kind_of(wanted).reference_extra)
     raise ConfigError(f"preset {spec.preset} is made for vLLM's {wanted.upper()} engine, and "
                       f"this environment's vLLM {release.version} runs {release.engine.upper()}:"
                       f" install a {wanted.upper()} release in another environment, e.g. "
