@@ -22,16 +22,7 @@ from engine.spec import RunSpec
 def resolve(spec: RunSpec) -> dict[str, Any]:
     """The resolution of `spec` as plain data (the --json form). Raises ConfigError."""
     os.environ["HF_HUB_OFFLINE"] = "1"  # before anything imports huggingface_hub: no download
-    from engine.adapters.versions import require_supported
-
-    if require_supported().engine == "v1":
-        if spec.backend == "sim":  # before anything imports vLLM's V1 modules
-            from engine.adapters.v1.platform import prepare_sim_process
-
-            prepare_sim_process()
-        from engine.adapters.v1.build import resolve as resolve_engine
-    else:
-        from engine.adapters.v0.build import resolve as resolve_engine
+    from engine.adapters.driver import resolve_engine
 
     return dataclasses.asdict(resolve_engine(spec))
 

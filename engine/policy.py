@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from engine.errors import ConfigError
+from engine.kinds import kind_of
 
 V1_ADMISSION = ("full-isl", "whole-context")  # V1 admission rules (at most one)
 V1_VICTIM = ("least-computed",)  # V1 victim choices (at most one)
@@ -135,7 +136,8 @@ def require_engine_kind(policy: Policy, kind: str) -> None:
     `engine`): a V0 rule on V1's scheduler would silently do nothing."""
     if kind not in policy.engine_kinds:
         acts = [name for name, kinds in ENGINE_KINDS.items() if kind in kinds]
-        combine = " (combine with +, e.g. whole-context+least-computed)" if kind == "v1" else ""
+        combine = (" (combine with +, e.g. whole-context+least-computed)"
+                   if kind_of(kind).combines_policies else "")
         raise ConfigError(f"policy {policy} acts on the {', '.join(policy.engine_kinds)} engine, "
                           f"and this vLLM runs the {kind} engine: use {' or '.join(acts)}"
                           f"{combine}")

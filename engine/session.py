@@ -73,6 +73,7 @@ from engine.adapters.driver import (Arrived, EngineDriver, HookError, import_vll
 from engine.adapters.policy_support import require_policy
 from engine.analysis import progress
 from engine.errors import ConfigError
+from engine.kinds import kind_of
 from engine.policy import Policy, parse_policy
 from engine.run_state import RunState, state_for_end
 from engine.spec import RunSpec
@@ -225,7 +226,7 @@ class Session:
         driver = self._warm or open_driver(spec, self._policy)
         self._on_progress("building the engine", driver.blocks_line())
         self._workload = Workload(spec, driver.max_model_len, driver.count_tokens,
-                                  fan_out_samples=driver.kind == "v1")
+                                  fan_out_samples=kind_of(driver.kind).fans_out_samples)
         self._driver = driver
         self._stream.open(spec, driver, spec.cost, device=device_info.describe(spec.backend))
 

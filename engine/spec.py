@@ -17,6 +17,7 @@ import msgspec
 
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
+from engine.kinds import kind_of
 from engine.options import MAX_BLOCKS, Setting, check_block_memory, check_struct, from_mapping
 from engine.output_lengths import OutputLengths
 from engine.policy import parse_policy, require_seats_engine
@@ -442,8 +443,6 @@ PRESET_FIXES: dict[str, str] = {
 }
 """The policy each preset's `f` switches on (the live monitor's `f`: off <-> this fix): the
 one that answers the bug the preset reproduces. Every preset has an entry."""
-ENGINE_FIXES = {"v0": "reserve", "v1": "whole-context"}
-"""The fix for a run whose preset names none (an attached engine's stream)."""
 
 
 ANY_ENGINE_PRESETS = frozenset({"recorded"})
@@ -464,7 +463,7 @@ def preset_fix(preset: str | None, engine: str) -> str:
     fix = PRESET_FIXES.get(preset or "")
     if fix is not None and engine in parse_policy(fix).engine_kinds:
         return fix
-    return ENGINE_FIXES.get(engine, "reserve")
+    return kind_of(engine).usual_fix  # a preset that names none: an attached engine's stream
 
 
 def preset_spec(name: str, **overrides: Any) -> RunSpec:

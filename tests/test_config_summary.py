@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import msgspec
 
-from engine.adapters.v0.build import _summarize_config
+from engine.adapters.build_shared import summarize_config
 
 
 class Revision(str):
@@ -19,7 +19,7 @@ class Revision(str):
 def test_a_str_subclass_is_stored_as_its_text() -> None:
     config = SimpleNamespace(model_config=SimpleNamespace(revision=Revision("main"), seed=3,
                                                           dtype=object()))
-    summary = _summarize_config(config)
+    summary = summarize_config(config)
     assert type(summary["model"]["revision"]) is str and summary["model"]["revision"] == "main"
     assert summary["model"]["seed"] == 3
     msgspec.json.encode(summary)  # raised TypeError before

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.adapters.v0.build import SCHEDULING_ARGS, cuda_available
+from engine.adapters.build_shared import SCHEDULING_ARGS, cuda_available
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM_EXECUTOR = "engine.adapters.v0.sim_executor.SimExecutor"

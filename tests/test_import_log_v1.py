@@ -71,11 +71,11 @@ def test_data_parallel_engines_are_separate_series() -> None:
     assert by_engine[-1][0].running == 11  # `2 Engines Aggregated:`
     assert log.header.engine_config["engines"] == [-1, 0, 1]
     assert log.header.engine_config["stats_interval_s"] == 10.0
-    ref = Reference(log.windows, "dp", v1=True)
+    ref = Reference(log.windows, "dp", kind="v1")
     assert ref.engine == 0 and [w.running for w in ref.windows] == [9, 18]
-    assert [w.running for w in Reference(log.windows, "dp", v1=True, engine=1).windows] == [2, 3]
+    assert [w.running for w in Reference(log.windows, "dp", kind="v1", engine=1).windows] == [2, 3]
     with pytest.raises(RecordingError, match="no engine 7"):
-        Reference(log.windows, "dp", v1=True, engine=7)
+        Reference(log.windows, "dp", kind="v1", engine=7)
 
 
 def test_a_v1_record_cut_mid_value_is_partial_never_a_wrong_number() -> None:

@@ -63,7 +63,7 @@ async def test_a_v1_log_overlays_a_v1_replay_as_running_and_waiting_dots(v1_run,
     ref = tmp_path / "v1.reference.jsonl.zst"
     assert main(["import-log", str(log), "-o", str(ref)]) == 0
     reference = Reference.load(str(ref))
-    assert reference.v1 and not reference.has("swapped") and reference.has("waiting")
+    assert reference.kind.name == "v1" and not reference.has("swapped") and reference.has("waiting")
     xs, ys = reference.series("waiting", run.column("sim_s"), run.first_step, run.first_step,
                               run.last_step)
     assert len(xs) >= 2 and list(ys) == [w.waiting for w in reference.windows][:len(ys)]

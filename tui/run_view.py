@@ -15,6 +15,7 @@ file's index).
 
 from __future__ import annotations
 
+from engine.kinds import EngineKind, kind_of
 from engine.stream.records import StepRecord, V1StepRecord
 from engine.stream.run import COLUMNS, JUMP_KINDS, SERIES, Event, EventKind, Run
 
@@ -84,6 +85,11 @@ class RunView(Run):
         """The engine kind of the run: the header's, or the one expected until it arrives (a
         local engine runs the installed vLLM), so the screens speak its words from the start."""
         return self.header.engine if self.header is not None else self.planned_engine
+
+    @property
+    def kind(self) -> EngineKind:
+        """The run's engine kind (`engine`), to ask what its vocabulary is."""
+        return kind_of(self.engine)
 
     @property
     def current_step(self) -> int:

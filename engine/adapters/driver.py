@@ -146,6 +146,22 @@ def open_driver(spec: RunSpec, policy: Policy) -> EngineDriver:
     return module.build_driver(spec, policy)
 
 
+def resolve_engine(spec: RunSpec) -> Any:
+    """What the installed kind's build makes of `spec`, without building it (a dry run).
+    Raises ConfigError."""
+    from engine.adapters.versions import require_supported
+
+    if require_supported().engine == "v1":
+        if spec.backend == "sim":  # before anything imports vLLM's V1 modules
+            from engine.adapters.v1.platform import prepare_sim_process
+
+            prepare_sim_process()
+        from engine.adapters.v1.build import resolve
+    else:
+        from engine.adapters.v0.build import resolve
+    return resolve(spec)
+
+
 def installed_engine_kind() -> str:
     """"v0" or "v1": the kind of engine the installed vLLM runs (ConfigError if none)."""
     from engine.adapters.versions import require_supported

@@ -203,6 +203,17 @@ def family(backend: str | None = None) -> ModuleType:
     return _family
 
 
+def lacks_full_isl(release: Release) -> bool:
+    """Whether `release`'s own scheduler has no full-ISL option (scheduler_reserve_full_isl) to
+    run a spec's with: a V1 family without NATIVE_FULL_ISL (0.18; vLLM turns it on by default
+    from 0.19). V0 never reads the setting: False. (Family modules import nothing of vLLM at
+    their top.)"""
+    if release.engine != "v1":
+        return False
+    return not importlib.import_module(
+        f"engine.adapters.v1.family_{release.family}").NATIVE_FULL_ISL
+
+
 def process_backend() -> str | None:
     """The backend the family is being loaded for (read by a family module as it loads)."""
     return _backend

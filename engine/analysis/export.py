@@ -30,6 +30,7 @@ from typing import Any, Iterator
 
 import msgspec
 
+from engine.kinds import EngineKind, kind_of
 from engine.outpath import write_output
 from engine.stream.run import ABORT_KNOWN, Recording
 from engine.stream.records import StepRecord, V1StepRecord
@@ -82,8 +83,9 @@ def _v1_csv_rows(recording: Recording) -> Iterator[list[Any]]:
             axis.clock(s), axis.step_seconds(s), aborting], aborting)
 
 
-def is_v1(recording: Recording) -> bool:
-    return recording.header is not None and recording.header.engine == "v1"
+def kind(recording: Recording) -> EngineKind:
+    """The engine kind that made `recording` (V0 without a header)."""
+    return kind_of(recording.header.engine if recording.header is not None else None)
 
 
 def default_output(path: str, fmt: str) -> Path:
@@ -108,15 +110,16 @@ def csv_rows(recording: Recording) -> Iterator[list[Any]]:
             aborting)
 
 
+CSV_OF = {"v0": (CSV_COLUMNS, csv_rows), "v1": (V1_CSV_COLUMNS, _v1_csv_rows)}
+"""Each kind's CSV: its columns, and its rows of a recording."""
+
+
 def to_csv(recording: Recording) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    if is_v1(recording):
-        writer.writerow(V1_CSV_COLUMNS)
-        writer.writerows(_v1_csv_rows(recording))
-    else:
-        writer.writerow(CSV_COLUMNS)
-        writer.writerows(csv_rows(recording))
+    columns, rows = CSV_OF[kind(recording).name]
+    writer.writerow(columns)
+    writer.writerows(rows(recording))
     return out.getvalue()
 
 
@@ -223,8 +226,9 @@ def perfetto_trace(recording: Recording) -> dict[str, Any]:
                        "args": {"step": change.step, "source": change.source}})
     abort = recording.abort
     if abort is not None:
-        state = ({"running": abort.running, "waiting": abort.waiting} if is_v1(recording)
-                 else {"swapped": abort.swapped, "cpu_pct": round(abort.cpu_pct, 3)})
+        swaps = kind(recording).swaps  # V1 has no swap space: its queues are two
+        state = ({"swapped": abort.swapped, "cpu_pct": round(abort.cpu_pct, 3)} if swaps
+                 else {"running": abort.running, "waiting": abort.waiting})
         events.append({"ph": "i", "s": "g", "pid": pid, "tid": tid, "cat": "abort",
                        "name": "engine aborted", "ts": _us(axis.clock(abort)),
                        "args": {"step": abort.step, "error": abort.error,
@@ -232,11 +236,11 @@ def perfetto_trace(recording: Recording) -> dict[str, Any]:
         events.append({"ph": "C", "pid": pid, "name": "KV cache %",
                        "ts": _us(axis.clock(abort)),
                        "args": {"gpu": round(abort.gpu_pct, 3), "cpu": round(abort.cpu_pct, 3)}})
-        queues = ({"running": abort.running, "waiting": abort.waiting} if is_v1(recording)
-                  else {"running": abort.running, "swapped": abort.swapped,
-                        "waiting": abort.waiting})
-        events.append({"ph": "C", "pid": pid, "name": "requests" if is_v1(recording)
-                       else "queues", "ts": _us(axis.clock(abort)), "args": queues})
+        queues = ({"running": abort.running, "swapped": abort.swapped,
+                   "waiting": abort.waiting} if swaps
+                  else {"running": abort.running, "waiting": abort.waiting})
+        events.append({"ph": "C", "pid": pid, "name": "queues" if swaps else "requests",
+                       "ts": _us(axis.clock(abort)), "args": queues})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"recording": recording.path, "started_at": header.started_at,
                           "vllm_version": header.vllm_version,

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import msgspec
 
-from engine.analysis.summary import (LATER_SUMMARY_FIELDS, Summary, SummaryBuilder, V1Summary,
-                                     current_names)
+from engine.analysis.summary import (LATER_SUMMARY_FIELDS, SUMMARY_TYPES, Summary,
+                                     SummaryBuilder, V1Summary, current_names)
+from engine.kinds import kind_of
 from engine.stream.reader import IndexDamaged, IndexedFile
 from engine.stream.records import STEP_TYPES, EngineAborted, RunFinished
 
@@ -24,10 +25,11 @@ def summary_of(indexed: IndexedFile) -> Summary | V1Summary | None:
     raw = indexed.index.summary
     if raw is None:
         return None
-    if raw.get("engine") == "v1" and "longest_stall_steps" not in raw:
+    kind = kind_of(raw.get("engine"))
+    if kind.watches_stalls and "longest_stall_steps" not in raw:
         return None  # folded before the watchdog's fields: its default would say "no stall"
     try:
-        return msgspec.convert(raw, V1Summary if raw.get("engine") == "v1" else Summary)
+        return msgspec.convert(raw, SUMMARY_TYPES[kind.name])
     except (msgspec.ValidationError, AttributeError):
         return None
 
@@ -62,7 +64,7 @@ def last_frame_disagrees(indexed: IndexedFile) -> str | None:
         return f"the index's last frame does not read ({exc})"
     summary = current_names(summary)
     builder = SummaryBuilder()
-    builder.v1 = summary.get("engine") == "v1"
+    builder.kind = kind_of(summary.get("engine"))
     for record in records:
         builder.add(record)
     here = msgspec.to_builtins(builder.result())

@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 
 from engine.errors import ConfigError
+from engine.kinds import kind_of
 from engine.spec import RunSpec
 from engine.traces.recording import (block_size_of, is_own_sim_run,  # noqa: F401 (its home)
                                      lacks, load_recording)
@@ -117,22 +118,32 @@ def engine_spec(header: Any) -> dict[str, Any]:
     gpu = cache.get("num_gpu_blocks") or cache.get("num_gpu_blocks_override")
     if gpu:
         fields["num_gpu_blocks"] = int(gpu)
-    if header.engine == "v1":
-        fields.update(
-            enable_chunked_prefill=True,
-            # a release without the option behaves as it off (0.18 to 0.29)
-            scheduler_reserve_full_isl=bool(sched.get("scheduler_reserve_full_isl", False)),
-            long_prefill_token_threshold=int(sched.get("long_prefill_token_threshold") or 0),
-            async_scheduling=bool(sched.get("async_scheduling")),
-            kv_offloading_gib=float(cache.get("kv_offloading_size") or 0.0))
-    else:
-        chunked = sched.get("chunked_prefill_enabled", sched.get("enable_chunked_prefill"))
-        fields.update(enable_chunked_prefill=bool(chunked),
-                      preemption_mode=sched.get("preemption_mode") or None)
-        cpu = cache.get("num_cpu_blocks")
-        if cpu:
-            fields["num_cpu_blocks"] = int(cpu)
+    fields.update(KIND_FIELDS[kind_of(header.engine).name](cache, sched))
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def _v0_fields(cache: dict[str, Any], sched: dict[str, Any]) -> dict[str, Any]:
+    chunked = sched.get("chunked_prefill_enabled", sched.get("enable_chunked_prefill"))
+    fields = {"enable_chunked_prefill": bool(chunked),
+              "preemption_mode": sched.get("preemption_mode") or None}
+    cpu = cache.get("num_cpu_blocks")
+    if cpu:
+        fields["num_cpu_blocks"] = int(cpu)
+    return fields
+
+
+def _v1_fields(cache: dict[str, Any], sched: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "enable_chunked_prefill": True,
+        # a release without the option behaves as it off (0.18 to 0.29)
+        "scheduler_reserve_full_isl": bool(sched.get("scheduler_reserve_full_isl", False)),
+        "long_prefill_token_threshold": int(sched.get("long_prefill_token_threshold") or 0),
+        "async_scheduling": bool(sched.get("async_scheduling")),
+        "kv_offloading_gib": float(cache.get("kv_offloading_size") or 0.0)}
+
+
+KIND_FIELDS = {"v0": _v0_fields, "v1": _v1_fields}
+"""Each kind's own engine fields of a re-run, from vLLM's cache and scheduler config."""
 
 
 def busy_loop_of(recording: Any) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from engine.analysis.seats import underfilled
 from engine.conventions import ratio_text
 from engine.analysis.stall import STARTED, StallWatch
+from engine.kinds import kind_of
 
 
 class Signs:
@@ -30,7 +31,7 @@ class Signs:
         self.engine = engine
         self.max_seqs = max_seqs
         self.seen: list[str] = []  # the kinds that have shown, in order
-        self._stalls = StallWatch(max_seqs) if engine == "v1" else None
+        self._stalls = StallWatch(max_seqs) if kind_of(engine).watches_stalls else None
 
     def add(self, step) -> str | None:
         """Take the next step record; the words of a kind of sign that shows for the first

@@ -30,6 +30,7 @@ import msgspec
 from engine.analysis.seats import underfilled
 from engine.analysis.stall import StallWatch, seat_limit
 from engine.conventions import percent
+from engine.kinds import V0, V1, EngineKind, newest_of
 from engine.safe_text import safe
 from engine.traces import stats as trace_stats
 from engine.traces.stats import TraceStats
@@ -182,7 +183,7 @@ class SummaryBuilder:
         self.capacity: int | None = None
         self.overcommitted_at: int | None = None
         self.header: Header | None = None
-        self.v1 = False
+        self.kind: EngineKind = V0  # V1 from its header, or its first V1 step
         self.preemptions = 0
         self.preempted: set[str] = set()
         self.max_preemptions = 0
@@ -207,7 +208,7 @@ class SummaryBuilder:
         self.underfilled = self.underfill_run = self.longest_underfill = 0
 
     def _add_v1(self, item: V1StepRecord) -> None:
-        self.v1 = True
+        self.kind = V1
         self.steps += 1
         self.finished_requests += len(item.finished)
         self.finished_ids.update(item.finished)
@@ -290,8 +291,8 @@ class SummaryBuilder:
         elif isinstance(item, Header):
             self.time_axis = item.time_axis
             self.header = item
-            self.v1 = self.v1 or item.engine == "v1"
-            if self.v1 and self.stalls is None:
+            self.kind = newest_of((self.kind.name, item.engine))
+            if self.kind.watches_stalls and self.stalls is None:
                 self.stalls = StallWatch(seat_limit(item))
             self.seats = seat_limit(item) or 0
         elif isinstance(item, (LogWindow, LogEvent)):
@@ -300,7 +301,7 @@ class SummaryBuilder:
             if item.logger == trace_stats.LOGGER:
                 self.trace = trace_stats.parse(item.message) or self.trace
         elif isinstance(item, Arrivals):
-            if self.v1:
+            if self.kind is V1:  # what arrived: V1's summary counts it, V0's has no such count
                 self.arrived.update(item.request_ids)
                 self.prompt_tokens_arrived += sum(item.prompt_tokens)
 
@@ -320,35 +321,43 @@ class SummaryBuilder:
             self.sim_s = max(self.sim_s, item.t_s)
 
     def result(self) -> Summary | V1Summary:
-        if self.v1:
-            return self._v1_result()
+        """The summary in the run's kind's vocabulary (RESULTS)."""
+        return RESULTS[self.kind.name](self)
+
+    def _shared(self) -> dict[str, Any]:
+        """The fields both kinds' summaries hold, counted alike."""
+        return {
+            "steps": self.steps,
+            "finished_requests": self.finished_requests,
+            "abort_step": self.abort.step if self.abort else None,
+            "peak_gpu_kv_pct": round(self.peak_gpu, 2),
+            "policy_changes": self.policy_changes,
+            "generated_tokens": self.generated_tokens,
+            "sim_seconds": round(self.sim_s, 4),
+            "wall_seconds": round(self.wall_s, 3),
+            "time_axis": self.time_axis,
+            "exec_seconds": round(self.exec_s, 6),
+            "trace": self.trace,
+        }
+
+    def _v0_result(self) -> Summary:
         abort = self.abort
         log_abort = self.log_abort
         return Summary(
-            steps=self.steps,
-            finished_requests=self.finished_requests,
+            **self._shared(),
             aborted=abort is not None or log_abort is not None,
             abort_reason=abort.message if abort else log_abort.text if log_abort else None,
-            abort_step=abort.step if abort else None,
-            peak_gpu_kv_pct=round(self.peak_gpu, 2),
             peak_cpu_kv_pct=round(self.peak_cpu, 2),
             peak_swapped=self.peak_swapped,
             swap_outs=self.swap_outs,
             swap_ins=self.swap_ins,
             recompute_preemptions=self.recomputes,
             prefill_blocked_steps=self.blocked,
-            policy_changes=self.policy_changes,
             prompt_tokens=self.prompt_tokens,
-            generated_tokens=self.generated_tokens,
-            sim_seconds=round(self.sim_s, 4),
-            wall_seconds=round(self.wall_s, 3),
             end_reason=self.end.reason if self.end else None,
-            time_axis=self.time_axis,
-            exec_seconds=round(self.exec_s, 6),
             peak_committed_blocks=self.peak_committed,
             capacity_blocks=self.capacity,
             overcommitted_at_step=self.overcommitted_at,
-            trace=self.trace,
         )
 
     def _v1_result(self) -> V1Summary:
@@ -362,11 +371,9 @@ class SummaryBuilder:
         return V1Summary(
             engine="v1",
             vllm_version=self.header.vllm_version if self.header is not None else "",
-            steps=self.steps,
-            finished_requests=self.finished_requests,
+            **self._shared(),
             aborted=abort is not None,
             abort_reason=abort.message if abort else None,
-            abort_step=abort.step if abort else None,
             preemptions=self.preemptions,
             preempted_requests=len(self.preempted),
             max_preemptions_per_request=self.max_preemptions,
@@ -376,16 +383,11 @@ class SummaryBuilder:
             recompute_tax=round(self.recomputed / self.computed, 4) if self.computed else 0.0,
             cached_tokens_per_admission=self.prefix_hits,
             cached_tokens_per_request=self.first_hits if self.steps else None,
-            peak_gpu_kv_pct=round(self.peak_gpu, 2),
             peak_running=self.peak_running,
             peak_waiting=self.peak_waiting,
             admission_withheld_steps=self.blocked,
-            policy_changes=self.policy_changes,
             prompt_tokens=self.prompt_tokens_arrived,
             prompt_tokens_computed=self.prompt_tokens,
-            generated_tokens=self.generated_tokens,
-            sim_seconds=round(self.sim_s, 4),
-            wall_seconds=round(self.wall_s, 3),
             end_reason=end,
             unfinished_requests=len(unfinished),
             never_started_requests=len(unfinished - self.started),
@@ -397,14 +399,11 @@ class SummaryBuilder:
             longest_stall_reason=(longest.reason or None) if longest is not None else None,
             underfilled_steps=self.underfilled,
             longest_underfilled_steps=self.longest_underfill,
-            time_axis=self.time_axis,
-            exec_seconds=round(self.exec_s, 6),
             cpu_tier_chunks=self.tier_chunks,
             peak_cpu_tier_chunks=self.peak_tier_chunks,
             **{"cpu_tier_" + field.removeprefix("cpu_"): value
                for field, value in self.tier.items()},
             cpu_tier_wait_seconds=round(self.tier_wait_s, 6),
-            trace=self.trace,
             cached_prompt_pct=self._cached_prompt_pct(),
         )
 
@@ -443,6 +442,11 @@ more in their sense: the stall's KV free (at its last step then, the least over 
 the trace's hit percentage (per admission over what the trace allows, which passed 100: gone,
 the cached tokens per request stand beside the allowance as counts). The view of such a
 summary leaves them out; the records say today's."""
+
+
+RESULTS = {"v0": SummaryBuilder._v0_result, "v1": SummaryBuilder._v1_result}
+SUMMARY_TYPES: dict[str, type[Summary | V1Summary]] = {"v0": Summary, "v1": V1Summary}
+"""Each kind's summary: how a builder makes it, and its type (an index's summary is read as)."""
 
 
 def current_names(summary: dict[str, Any]) -> dict[str, Any]:

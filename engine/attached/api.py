@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.adapters.attach import (install_at_import, install_sim_at_args,
+                                    install_sim_platforms, sim_executor_class, tap_for)
 from engine.adapters.driver import AttachedTap
 from engine.adapters.guard import Guard
 from engine.adapters.policy_support import require_policy
@@ -87,22 +89,10 @@ def _tap(target: Any, policy: Policy) -> tuple[AttachedTap | _SchedulerOnly | No
 
     kind = require_supported().engine
     guard = Guard(lambda exc: None)
-    if kind == "v1":
-        from engine.adapters.v1 import attach as v1
-
-        if not v1.is_scheduler(target):
-            return None, kind
-        if v1.is_tapped(target):
-            raise ConfigError("engine.attach: this scheduler is already attached")
-        return v1.V1Tap(target, policy, guard), kind
-    from engine.adapters.v0 import attach as v0
-
-    engine = v0.engine_of(target)
-    if engine is not None:
-        return v0.V0Tap(engine, policy, guard), kind
-    if v0.is_scheduler(target):
-        return _SchedulerOnly(v0.scheduler_hook(target, policy, guard), guard), kind
-    return None, kind
+    tap, scheduler_hook = tap_for(target, policy, guard)
+    if scheduler_hook is not None:
+        return _SchedulerOnly(scheduler_hook, guard), kind
+    return tap, kind
 
 
 class _SchedulerOnly:
@@ -171,49 +161,16 @@ def install_from_env(kind: str) -> None:
         # V1's sim executor goes in as EngineArgs makes the config: vLLM 0.29's `LLM` and
         # `vllm serve` make it before anything imports the scheduler module (0.33's import it
         # first), so waiting for the "v1" trigger would leave their engine on vLLM's own
-        # executor, which cannot start here. V0 puts its sim in at its engine ("v0").
+        # executor, which cannot start here (0.18's `LLM` builds it that way too). V0 puts its
+        # sim in at its engine ("v0").
         if config.sim:
-            from engine.adapters.versions import installed_engine
-
-            if installed_engine() == "v1":
-                from engine.adapters.v1 import attach as v1
-
-                v1.install_sim()
+            install_sim_at_args()
         return
     if kind == "platform":
         if config.sim:
-            from engine.adapters.v0 import attach as v0
-
-            v0.install_sim_platform()
-            from engine.adapters.versions import installed_engine
-
-            if installed_engine() == "v1":
-                from engine.adapters.v1.platform import install_sim_platform
-
-                install_sim_platform()
+            install_sim_platforms()
         return
-    if kind == "args":
-        # a V1 sim engine's executor is chosen as its config is built: 0.18's `LLM` builds it
-        # before anything imports the scheduler module (the "v1" trigger), so here too
-        from engine.adapters.versions import installed_engine
-
-        if config.sim and installed_engine() == "v1":
-            from engine.adapters.v1 import attach as v1
-
-            v1.install_sim()
-        return
-    if kind == "v0":
-        from engine.adapters.v0 import attach as v0
-
-        if config.sim:
-            v0.install_sim()
-        v0.patch_engine_class(attach_from_env)
-    else:
-        from engine.adapters.v1 import attach as v1
-
-        if config.sim:
-            v1.install_sim()
-        v1.patch_scheduler_class(attach_from_env)
+    install_at_import(kind, config.sim, attach_from_env)
 
 
 def __getattr__(name: str) -> Any:
@@ -224,12 +181,7 @@ def __getattr__(name: str) -> Any:
         globals()[name] = cls
         return cls
     if name == "SimExecutor":
-        from engine.adapters.versions import require_supported
-
-        if require_supported().engine == "v1":
-            from engine.adapters.v1.sim_executor import SimExecutor
-        else:
-            from engine.adapters.v0.sim_executor import SimExecutor
+        SimExecutor = sim_executor_class()
         globals()[name] = SimExecutor
         return SimExecutor
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -46,6 +46,7 @@ from engine.errors import ConfigError, first_line
 from engine.host.outbox import Outbox
 from engine.host.recording import RecordingController
 from engine.host.scribe_pipe import open_recorder
+from engine.kinds import kind_of
 from engine.policy import parse_policy
 from engine.run_state import RunState
 from engine.spec import RunSpec
@@ -93,14 +94,14 @@ class Observer:
         # a scribe process writes the file: vLLM may kill this process (V1's EngineCore)
         self.recording = RecordingController(record, self._on_status, open_recorder)
         self.server = None
-        kind = tap.kind
+        kind = kind_of(tap.kind)
         self.spec = RunSpec(backend="sim" if sim else "gpu", policy=str(tap.hook.policy),
-                            preset="v1-thrash" if kind == "v1" else "seed-5578")
+                            preset=kind.default_preset)
         # the spec holds the sim's defaults: the engine is the user's, and its real settings
         # are in engine_config, with the stream's name under "attached"
         self.header: Header = self._stream.open(self.spec, tap, CostModel(),
                                                 attached={"name": name})
-        self.stalls = StallWatch(seat_limit(self.header)) if kind == "v1" else None
+        self.stalls = StallWatch(seat_limit(self.header)) if kind.watches_stalls else None
         self.guard = progress.ProgressGuard()  # its step rule only: the program owns the clock
         try:
             self.recording.open()

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from engine.cli.base import CLISubcommand
 from engine.errors import ConfigError
+from engine.kinds import kind_of
 
 BOOT_DIR = Path(__file__).resolve().parent.parent / "attached" / "boot"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -205,7 +206,7 @@ def _v1_sim_env(pythonpath: str) -> dict[str, str]:
     from engine.adapters.versions import installed_version, release_for
 
     release = release_for(installed_version())
-    if release is None or release.engine != "v1":
+    if release is None or not kind_of(release.engine).sim_env_at_start:
         return {}
     from engine.adapters.v1.platform import HASH_SEED, sim_env
 

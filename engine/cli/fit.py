@@ -22,8 +22,10 @@ import msgspec
 from engine.cli.base import CLISubcommand
 from engine.cli.reading import read_input
 from engine.cli.run_flags import add_run_flags, spec_from_args
+from engine.spec import preset_engine
 from engine.errors import ConfigError, EngineError, RecordingError
 from engine.exit_status import ExitStatus
+from engine.kinds import kind_of
 from engine.widths import wrapped
 from engine.outpath import classify, ensure_parent, write_output
 
@@ -57,7 +59,7 @@ class Fit(CLISubcommand):
         import signal
 
         from engine.analysis.logs.fit import STOP_MARGIN, Target, fit, window_value
-        from engine.analysis.logs.fitparams import LENGTH_STARTS, apply_params, get_params
+        from engine.analysis.logs.fitparams import FIT_KINDS, apply_params, get_params
         from engine.analysis.logs.importer import import_log
         from engine.analysis.logs.simrun import Runner
 
@@ -73,15 +75,12 @@ class Fit(CLISubcommand):
         # every sim needs vLLM: say so at once, not after 30 failed sims
         release = require_supported()
         log = import_log(read_input(args.log), args.log)
-        kind = log.header.engine
-        if release.engine != kind:
-            need = ("vLLM's V1 engine: run fit in the venv of the extra vllm033"
-                    if kind == "v1" else "a V0 vLLM (0.5 to 0.10): run fit in the venv of a "
-                    "V0 extra, e.g. vllm050")
-            raise ConfigError(f"{args.log}: a {kind.upper()} log, and the installed vLLM "
+        kind = FIT_KINDS[kind_of(log.header.engine).name]
+        if release.engine != kind.engine:
+            raise ConfigError(f"{args.log}: a {kind.engine.upper()} log, and the installed vLLM "
                               f"{release.version} runs the {release.engine.upper()} engine; "
-                              f"its fit needs {need}")
-        if args.reference_engine is not None and kind != "v1":
+                              f"its fit needs {kind.needs_vllm}")
+        if args.reference_engine is not None and not kind.data_parallel:
             raise ConfigError("--reference-engine picks a data-parallel engine of a V1 log; "
                               f"{args.log} is a V0 log: leave it out")
         target = Target.from_log(log, args.reference_engine)
@@ -92,7 +91,7 @@ class Fit(CLISubcommand):
                                  f"(every one cut?); give a log with whole stats lines")
         base = _base_spec(args, log)
         last = max([w.t_s or 0.0 for w in target.windows] + [target.abort_clock_s or 0.0])
-        until_s = last + target.interval_s * (2.0 if kind == "v1" else 1.0)
+        until_s = last + target.interval_s * kind.tail_intervals
         start = get_params(base, target.warmup_guess_s, target.kind)
         engines = log.header.engine_config.get("engines") or []
         sys.stderr.write(f"fitting {len(target.windows)} windows"
@@ -105,7 +104,7 @@ class Fit(CLISubcommand):
                            f"time\n")
         runner = Runner(args.workers)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the workers
-        starts = LENGTH_STARTS if kind == "v0" and base.lengths.early_share == 0.0 else ()
+        starts = kind.length_starts if base.lengths.early_share == 0.0 else ()
         try:
             before, best, sims = fit(target, base, start, runner, until_s, args.rounds,
                                      progress=lambda text: sys.stderr.write(text + "\n"),
@@ -116,7 +115,7 @@ class Fit(CLISubcommand):
             raise EngineError(f"the sim of this workload did not start ({best.result.error}): "
                               f"fix the run flags and fit again")
         fitted = apply_params(base, best.values)
-        if kind == "v1" and len(best.result.windows) < len(target.windows):
+        if kind.warns_short_run and len(best.result.windows) < len(target.windows):
             sys.stderr.write(f"warning: the fitted run has {len(best.result.windows)} of the "
                              f"log's {len(target.windows)} windows: this workload cannot make "
                              f"this log; give the log's (--requests, --prompt-len, "
@@ -141,15 +140,20 @@ def _base_spec(args: argparse.Namespace, log: Any):
     engine_config = log.header.engine_config
     updates: dict[str, Any] = {"backend": "sim", "policy": "off", "toggles": [],
                                "max_steps": None}
-    kind = log.header.engine
-    preset_kind = "v1" if spec.preset.startswith("v1-") else "v0"
-    if preset_kind != kind:
-        fix = ("a v1-* preset (--preset v1-thrash) or a config of one" if kind == "v1"
-               else "a V0 preset (--preset seed-5578) or a config of one")
-        raise ConfigError(f"{args.log}: a {kind.upper()} log with the {preset_kind.upper()} "
-                          f"preset {spec.preset}: give {fix}")
-    if kind == "v1":
-        return _v1_base_spec(args, spec, engine_config, updates)
+    from engine.analysis.logs.fitparams import FIT_KINDS
+
+    kind = FIT_KINDS[kind_of(log.header.engine).name]
+    preset_kind = preset_engine(spec.preset)
+    if preset_kind != kind.engine:
+        raise ConfigError(f"{args.log}: a {kind.engine.upper()} log with the "
+                          f"{preset_kind.upper()} preset {spec.preset}: give {kind.needs_preset}")
+    return BASE_SPECS[kind.engine](args, spec, said, engine_config, updates)
+
+
+def _v0_base_spec(args: argparse.Namespace, spec: Any, said: dict[str, Any],
+                  engine_config: dict[str, Any], updates: dict[str, Any]):
+    """What a V0 log says about its engine, unless a flag says otherwise: its block counts and
+    chunked prefill."""
     if "gpu_blocks" in engine_config and args.num_gpu_blocks is None:
         updates["num_gpu_blocks"] = said["num_gpu_blocks"]
     if ("cpu_blocks" in engine_config and args.num_cpu_blocks is None
@@ -160,8 +164,8 @@ def _base_spec(args: argparse.Namespace, log: Any):
     return msgspec.structs.replace(spec, **updates).validated()
 
 
-def _v1_base_spec(args: argparse.Namespace, spec: Any, engine_config: dict[str, Any],
-                  updates: dict[str, Any]):
+def _v1_base_spec(args: argparse.Namespace, spec: Any, said: dict[str, Any],
+                  engine_config: dict[str, Any], updates: dict[str, Any]):
     """What a V1 log says about its engine, unless a flag says otherwise: the KV cache's size
     in tokens (as whole blocks of the spec's block size) and prefix caching on or off."""
     tokens = engine_config.get("kv_cache_tokens")
@@ -176,6 +180,10 @@ def _v1_base_spec(args: argparse.Namespace, spec: Any, engine_config: dict[str, 
     if prefix in ("True", "False") and args.enable_prefix_caching is None:
         updates["enable_prefix_caching"] = prefix == "True"
     return msgspec.structs.replace(spec, **updates).validated()
+
+
+BASE_SPECS = {"v0": _v0_base_spec, "v1": _v1_base_spec}
+"""Each kind's reading of what its log says about the engine."""
 
 
 def _fmt(value: float | None) -> str:
@@ -195,17 +203,27 @@ def error_table(before: Any, after: Any) -> str:
 
 
 def acceptance(result: Any, requests: int | None = None) -> str:
-    if result.engine == "v1":
-        return (f"preemptions {result.preemptions:,} (most of one request "
-                f"{result.max_preemptions}); recompute tax {result.recompute_tax:.2f}; "
-                f"finished requests {result.finished}"
-                + (f" of {requests}" if requests else "")
-                + f" in {result.sim_s:.1f} sim s; running after 10 s: median "
-                  f"{result.running_p50:g}, max {result.running_max}")
+    """The figures a fitted run is judged by, in its engine kind's words."""
+    return ACCEPTANCE[kind_of(result.engine).name](result, requests)
+
+
+def _v1_acceptance(result: Any, requests: int | None) -> str:
+    return (f"preemptions {result.preemptions:,} (most of one request "
+            f"{result.max_preemptions}); recompute tax {result.recompute_tax:.2f}; "
+            f"finished requests {result.finished}"
+            + (f" of {requests}" if requests else "")
+            + f" in {result.sim_s:.1f} sim s; running after 10 s: median "
+              f"{result.running_p50:g}, max {result.running_max}")
+
+
+def _v0_acceptance(result: Any, requests: int | None) -> str:
     abort = f"{result.abort_s:.1f} s" if result.aborted else f"none in {result.sim_s:.1f} s"
     return (f"abort: {abort}; peak swapped {result.peak_swapped} (largest fall "
             f"{result.max_swapped_drop}); running after 10 s: median {result.running_p50:g}, "
             f"max {result.running_max}; finished requests {result.finished}")
+
+
+ACCEPTANCE = {"v0": _v0_acceptance, "v1": _v1_acceptance}
 
 
 def fitted_toml(spec: Any, best: Any, before: Any, log_name: str) -> str:

@@ -9,6 +9,7 @@ import argparse
 
 from engine import options
 from engine.errors import ConfigError
+from engine.kinds import kind_of
 from engine.spec import ANY_ENGINE_PRESETS, RunSpec, preset_engine, resolve_spec
 
 
@@ -42,12 +43,7 @@ def default_preset() -> str:
     from engine.adapters.versions import installed_version, release_for
 
     release = release_for(installed_version())
-    return "v1-thrash" if release is not None and release.engine == "v1" else "seed-5578"
-
-
-INSTALL_FOR = {"v0": "vllm050", "v1": "vllm033"}
-"""The release a refusal names for a preset of the other engine kind: the default V0 release,
-and the V1 line's reference release (README's tables name the others)."""
+    return kind_of(release.engine if release is not None else None).default_preset
 
 
 def require_preset_engine(spec: RunSpec) -> None:
@@ -61,7 +57,7 @@ def require_preset_engine(spec: RunSpec) -> None:
     wanted = preset_engine(spec.preset)
     if release is None or release.engine == wanted:
         return
-    other = next(r for r in SUPPORTED if r.extra == INSTALL_FOR[wanted])
+    other = next(r for r in SUPPORTED if r.extra == kind_of(wanted).reference_extra)
     raise ConfigError(f"preset {spec.preset} is made for vLLM's {wanted.upper()} engine, and "
                       f"this environment's vLLM {release.version} runs {release.engine.upper()}:"
                       f" install a {wanted.upper()} release in another environment, e.g. "

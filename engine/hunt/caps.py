@@ -31,7 +31,7 @@ def installed() -> Caps:
                     policies=tuple(n for n in names if n != "watermark") + ("watermark:0.5",))
     from engine.adapters.v1.current import fam
 
-    async_ok, skip = bool(fam.HAS_ASYNC_SIM), bool(getattr(fam, "HAS_SCAN_SKIP", False))
+    async_ok, skip = bool(fam.HAS_ASYNC_SIM), bool(fam.HAS_SCAN_SKIP)
     policies = [n for n in names + list(V1_COMBOS)
                 if (skip or parse_policy(n).order != "skip-and-continue")
                 and (async_ok or parse_policy(n).seats != "per-iteration-count")]

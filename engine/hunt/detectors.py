@@ -29,6 +29,7 @@ import msgspec
 
 from engine.analysis import progress
 from engine.analysis.stall import STARTED, StallWatch, seat_limit
+from engine.kinds import kind_of
 from engine.stream.records import (STEP_TYPES, Arrivals, EngineAborted, Header, LogLine,
                                    RunFinished, V1StepRecord)
 
@@ -92,7 +93,8 @@ class Detectors:
                 self._order[rid] = len(self._order)
                 self._unadmitted[rid] = 0
         elif kind is Header:
-            self._stalls = StallWatch(seat_limit(item)) if item.engine == "v1" else None
+            self._stalls = StallWatch(seat_limit(item)) if kind_of(item.engine).watches_stalls \
+                else None
         elif kind is EngineAborted:
             name = "abort" if item.message.startswith(V0_SWAP_ABORT) else "exception"
             how = ("; new prefills had been admitted while groups were swapped out (#5578's "

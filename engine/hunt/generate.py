@@ -27,12 +27,14 @@ from typing import Any
 
 from engine.hunt.caps import Caps
 from engine.hunt.case import Case, Row
+from engine.kinds import kind_of
 
 MODELS = {"opt-125m": 2048, "llama-16k": 16384}  # packaged sim configs: max context
 BLOCK = 16
 TRACE_BLOCK = 512  # tokens per Mooncake hash id
 ENGINE_BATCH = 8
 MAX_REQUESTS = 96
+SAMPLE_COUNTS = {"v0": (1, 1, 2, 4, 8), "v1": (1, 1, 1, 2, 4)}  # `n`, drawn per workload
 
 
 def generate(seed: int, index: int, caps: Caps, policy: str | None = None) -> Case:
@@ -43,32 +45,47 @@ def generate(seed: int, index: int, caps: Caps, policy: str | None = None) -> Ca
     fits = [p for p in caps.policies  # per-iteration-count acts under async scheduling only
             if settings.get("async_scheduling") or "per-iteration-count" not in p]
     settings["policy"] = policy or ("off" if rng.random() < 0.6 else rng.choice(fits))
-    n = rng.choice([1, 1, 2, 4, 8] if caps.kind == "v0" else [1, 1, 1, 2, 4])
+    n = rng.choice(SAMPLE_COUNTS[caps.kind])
     settings["trace_n"] = min(n, settings["max_num_seqs"])
-    rows = _rows(rng, MODELS[settings["model"]], settings, caps.kind == "v0")
+    rows = _rows(rng, MODELS[settings["model"]], settings,
+                 shared_prompt=not kind_of(caps.kind).fans_out_samples)
     return Case(seed=seed, index=index, settings=settings, rows=rows)
 
 
 def engine_settings(seed: int, batch: int, caps: Caps) -> dict[str, Any]:
     """The engine of workloads batch*ENGINE_BATCH .. +ENGINE_BATCH-1 of hunt `seed`."""
     rng = random.Random(f"hunt:{seed}:engine:{batch}")
-    model = "opt-125m" if caps.kind == "v0" or rng.random() < 0.6 else "llama-16k"
+    return ENGINE_DRAWS[caps.kind](rng, caps)
+
+
+def _engine(rng: random.Random, model: str) -> dict[str, Any]:
+    """What every kind's engine draws: KV blocks for `model` and the seats."""
     full = MODELS[model] // BLOCK + 2  # vLLM refuses a cache that cannot hold one context
-    settings: dict[str, Any] = {
+    return {
         "model": model, "block_size": BLOCK,
         "num_gpu_blocks": int(full * rng.choice([1.05, 1.5, 2.5, 5, 10])),
         "max_num_seqs": rng.choice([2, 4, 8, 16, 32, 64, 128, 256]),
     }
-    if caps.kind == "v0":
-        chunked = rng.random() < 0.75
-        settings.update(
-            num_cpu_blocks=max(8, int(settings["num_gpu_blocks"]
-                                      * rng.choice([0.05, 0.25, 0.5, 1.0, 2.0]))),
-            enable_chunked_prefill=chunked,
-            max_num_batched_tokens=rng.choice([256, 512, 1024, 2048, 4096] if chunked
-                                              else [2048, 4096, 8192]),
-            preemption_mode=rng.choice(["swap", "swap", "recompute"]))
-        return settings
+
+
+def _v0_engine(rng: random.Random, caps: Caps) -> dict[str, Any]:
+    """V0's: the small model, swap blocks, chunked prefill and the preemption mode."""
+    settings = _engine(rng, "opt-125m")
+    chunked = rng.random() < 0.75
+    settings.update(
+        num_cpu_blocks=max(8, int(settings["num_gpu_blocks"]
+                                  * rng.choice([0.05, 0.25, 0.5, 1.0, 2.0]))),
+        enable_chunked_prefill=chunked,
+        max_num_batched_tokens=rng.choice([256, 512, 1024, 2048, 4096] if chunked
+                                          else [2048, 4096, 8192]),
+        preemption_mode=rng.choice(["swap", "swap", "recompute"]))
+    return settings
+
+
+def _v1_engine(rng: random.Random, caps: Caps) -> dict[str, Any]:
+    """V1's: either model, prefix caching, the full-ISL rule, a long-prefill threshold, async
+    scheduling and the CPU tier (where the release runs them on the sim)."""
+    settings = _engine(rng, "opt-125m" if rng.random() < 0.6 else "llama-16k")
     tier = caps.cpu_tier and rng.random() < 0.2
     settings.update(
         preemption_mode="recompute",
@@ -84,7 +101,10 @@ def engine_settings(seed: int, batch: int, caps: Caps) -> dict[str, Any]:
     return settings
 
 
-def _rows(rng: random.Random, max_len: int, settings: dict[str, Any],
+ENGINE_DRAWS = {"v0": _v0_engine, "v1": _v1_engine}
+
+
+def _rows(rng: random.Random, max_len: int, settings: dict[str, Any], *,
           shared_prompt: bool) -> list[Row]:
     n = settings["trace_n"]
     count = rng.choice([rng.randint(1, 8), rng.randint(8, 32), rng.randint(32, MAX_REQUESTS)])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 
-from engine.adapters.versions import KNOWN
+from engine.adapters.versions import KNOWN, lacks_full_isl
 from engine.exit_status import ExitStatus
 from engine.releases import venvs
 
@@ -87,14 +87,9 @@ def as_shipped(spec, release):  # -> (RunSpec, note)
     default from 0.19): the question is what each release's own scheduler does with the
     workload, and that release would run it without. A policy (`--policy full-isl`) is the
     observatory's, and stays one on every release."""
-    import importlib
-
     import msgspec
 
-    if release.engine != "v1" or not spec.scheduler_reserve_full_isl:
-        return spec, ""
-    family = importlib.import_module(f"engine.adapters.v1.family_{release.family}")
-    if family.NATIVE_FULL_ISL:  # (family modules import nothing of vLLM at their top)
+    if not spec.scheduler_reserve_full_isl or not lacks_full_isl(release):
         return spec, ""
     return (msgspec.structs.replace(spec, scheduler_reserve_full_isl=False),
             f"vLLM {release.version} has no full-ISL option (scheduler_reserve_full_isl, on "

@@ -25,6 +25,7 @@ import msgspec
 
 from engine.adapters.setup_lines import setup_line
 from engine.conventions import counted, pct_text, request_ids
+from engine.kinds import kind_of
 from engine.stream.records import (Arrivals, EngineAborted, Header, Index, LogLine, measured,
                                    PolicyChanged, Record, RunFinished, StepRecord, Tally,
                                    V1StepRecord)
@@ -135,7 +136,7 @@ def _describe(item: Record, last_step: int, engine: str = "v0") -> Event | None:
                                           f"{item.step} (source {item.source})")
     if isinstance(item, EngineAborted):
         state = (f"running {item.running}, waiting {item.waiting}, GPU KV "
-                 f"{pct_text(item.gpu_pct)}%" if engine == "v1"
+                 f"{pct_text(item.gpu_pct)}%" if not kind_of(engine).swaps
                  else f"swapped {item.swapped}, CPU KV {pct_text(item.cpu_pct)}%")
         return Event(item.step, "abort", f"ABORTED at step {item.step}: {item.error}: "
                                          f"{item.message} ({state})", "error")

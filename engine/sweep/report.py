@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from engine.kinds import newest_of
 from engine.safe_text import safe
 from engine.sweep import heatmap as heat
 from engine.sweep.rows import columns
@@ -48,13 +49,17 @@ V1_TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
 """A sweep on vLLM's V1 engine: no swap space; its thrash is recompute."""
 
 
+TABLE_COLUMNS_OF = {"v0": TABLE_COLUMNS, "v1": V1_TABLE_COLUMNS}
+
+
 def engine_of(rows: list[dict[str, Any]]) -> str:
-    """"v1" when the sweep's rows came from the V1 engine."""
-    return "v1" if any(row.get("engine") == "v1" for row in rows) else "v0"
+    """The kind whose vocabulary the sweep's rows are read in: "v1" when any came from the V1
+    engine."""
+    return newest_of(row.get("engine") for row in rows).name
 
 
 def table_columns(rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
-    return V1_TABLE_COLUMNS if engine_of(rows) == "v1" else TABLE_COLUMNS
+    return TABLE_COLUMNS_OF[engine_of(rows)]
 
 
 class Report(msgspec.Struct):

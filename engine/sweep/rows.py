@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.analysis.summary import Summary, V1Summary
+from engine.kinds import kind_of
 from engine.sweep.cell import CellOutcome, Latency
 from engine.sweep.grid import Cell
 
@@ -33,12 +34,13 @@ RESULT_COLUMNS = STATUS_COLUMNS + SUMMARY_COLUMNS + LATENCY_COLUMNS + TAIL_COLUM
 V1_SUMMARY_COLUMNS = tuple(f for f in V1Summary.__struct_fields__
                            if f not in Summary.__struct_fields__
                            and f not in ("time_axis", "exec_seconds", "trace"))
+EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {"v0": (), "v1": V1_SUMMARY_COLUMNS}
 
 
 def columns(grid_keys: list[str], engine: str = "v0") -> list[str]:
     """Every column of a sweep whose grid keys are `grid_keys`, in file order (a sweep on the
     V1 engine has V1's summary columns too)."""
-    extra = V1_SUMMARY_COLUMNS if engine == "v1" else ()
+    extra = EXTRA_COLUMNS[kind_of(engine).name]
     return [*HEAD_COLUMNS, *grid_keys, *RESULT_COLUMNS, *extra]
 
 

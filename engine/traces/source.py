@@ -191,8 +191,8 @@ def model_context(spec: Any) -> int | None:
     """The context the engine for `spec` will have, known before it is built: --max-model-len,
     or the model config's (a packaged sim model, or a local directory), the smaller; None where
     only vLLM can tell (a Hugging Face id, RoPE scaling)."""
+    from engine.adapters.build_shared import sim_model_dir
     from engine.adapters.models import config_context
-    from engine.adapters.v0.build import sim_model_dir
 
     try:
         model_dir = sim_model_dir(spec.model_name)

@@ -8,12 +8,15 @@ import argparse
 from engine.cli.run_flags import add_pace_flag, add_run_flags, spec_from_args
 from engine.errors import ConfigError
 from engine.host.attention import HOLD_S
+from engine.kinds import kind_of
 from engine.options import bounded
 from tui.cli.base import TUISubcommand, add_reference_flags, need_terminal
 
 DEFAULT_WINDOW = 2000
 MAX_WINDOW = 1_000_000  # steps of plot history kept in memory per series
 V1_SIM_PACE = 300  # steps/s: v1-thrash's 9,486 steps run in 1.5 s unpaced, in 33 s at this pace
+SIM_PACE = {"v0": 0, "v1": V1_SIM_PACE}
+"""Each kind's default pace on the sim (0: as fast as it goes; a V0 sim run lasts long enough)."""
 
 
 class Live(TUISubcommand):
@@ -75,8 +78,8 @@ def default_pace(spec) -> float:
     from engine.adapters.versions import installed_version, release_for
 
     release = release_for(installed_version())
-    on_v1 = release is not None and release.engine == "v1"
-    return float(V1_SIM_PACE) if on_v1 and spec.backend == "sim" else 0.0
+    kind = kind_of(release.engine if release is not None else None).name
+    return float(SIM_PACE[kind]) if spec.backend == "sim" else 0.0
 
 
 def read_token(args: argparse.Namespace) -> str:

@@ -15,6 +15,7 @@ from textual.widgets import Input, Label, OptionList
 from textual.widgets.option_list import Option
 
 from engine.errors import ConfigError
+from engine.kinds import kind_of
 from engine.policy import DEFAULT_WATERMARK, ENGINE_KINDS, parse_policy
 
 V0_OPTIONS = (("off", "vLLM as released (the bug)"),
@@ -29,6 +30,7 @@ V1_OPTIONS = (("off", "vLLM as configured (v1-thrash: #25538)"),
               ("skip-and-continue", "pass a refused request by (PR #35852)"),
               ("per-iteration-count", "seats per step, async (PR #45339)"))
 """The V1 engine's policies (no swap space, no watermark level)."""
+OPTIONS = {"v0": V0_OPTIONS, "v1": V1_OPTIONS}
 assert {name for name, _ in V1_OPTIONS} >= {n for n, kinds in ENGINE_KINDS.items() if "v1" in kinds}
 
 
@@ -81,7 +83,7 @@ class PolicyPicker(ModalScreen[str | None]):
                  fix: str | None = None) -> None:
         super().__init__()
         self._current = parse_policy(current)
-        self._options = V1_OPTIONS if engine == "v1" else V0_OPTIONS
+        self._options = OPTIONS[kind_of(engine).name]
         self._engine = engine
         self._refused = refused or {}
         self._fix = fix
@@ -91,7 +93,7 @@ class PolicyPicker(ModalScreen[str | None]):
         with Vertical():
             yield Label(f"policy now: [b]{self._current}[/b]")
             yield OptionList(*self._option_items(), id="picker-options")
-            if self._engine != "v1":
+            if "watermark" in dict(self._options):  # V0's: V1 has no watermark level
                 yield Label("watermark level (0 < level ≤ 1) for watermark; enter here picks "
                             "it:")
                 box = Input(value=f"{level:g}", id="picker-level")

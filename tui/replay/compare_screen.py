@@ -26,6 +26,7 @@ from textual.widgets import Static
 
 from engine.analysis.divergence import decision_diff, first_difference
 from engine.analysis.runway import late_fix
+from engine.kinds import V0, common_kind
 from engine.stream.records import StepRecord, V1StepRecord
 from engine.stream.timeaxis import axis_of
 from tui.playhead import Playhead
@@ -57,6 +58,7 @@ V1_PLOTS = (("compare-cpu", "GPU KV %", "GPU%", "gpu_pct", (0.0, 100.0)),
             ("compare-running", "running requests", "running", "running", None))
 """Two V1 runs (no swap space, no groups): the GPU KV, the thrash (preemptions so far) and
 the requests running, on the same three panes."""
+PLOTS_OF = {"v0": PLOTS, "v1": V1_PLOTS}  # V0's unless every run compared is V1's
 
 
 def decisions_summary(s: StepRecord) -> str:
@@ -140,7 +142,7 @@ class CompareScreen(Screen):
         self.names = names
         self.sources = sources or [None] * len(views)
         self.back = back
-        self.plots = V1_PLOTS if views and all(v.engine == "v1" for v in views) else PLOTS
+        self.plots = PLOTS_OF[(common_kind(v.engine for v in views) or V0).name]
         self.timeline = Timeline(views, "step")
         self.playhead = Playhead(TimelinePace(self.timeline, STEPS_PER_S), 0,
                                  len(self.timeline) - 1)

@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from engine.analysis.runway import LateFix
 from engine.conventions import pct_text
+from engine.kinds import kind_of
 from engine.safe_text import safe
 from engine.stream.records import EngineAborted
 
@@ -84,15 +85,15 @@ class AbortBanner(Static):
         """The banner's text, in the vocabulary of the `engine` kind that aborted (V1 has no
         swap space and no groups: its state is running, waiting and GPU KV)."""
         message = safe(abort.message.split(". Please")[0].rstrip("."))  # from a file
-        v1 = engine == "v1"
-        if v1:
+        no_swap = not kind_of(engine).swaps
+        if no_swap:
             late = None  # the late fix is measured on V0's swap runway
         if compact:
             text = Text(no_wrap=True, overflow="ellipsis")
             text.append(f"✗ vLLM ABORTED at step {abort.step:,}: {message}\n")
             if late is not None:
                 text.append(late_text(late, compact=True))
-            elif v1:
+            elif no_swap:
                 text.append(f"running {abort.running} · waiting {abort.waiting:,} · "
                             f"GPU KV {pct_text(abort.gpu_pct)}%", "")
             else:
@@ -102,7 +103,7 @@ class AbortBanner(Static):
         text = Text()
         text.append(f"✗ vLLM ABORTED at step {abort.step:,}: {safe(abort.error)}: "
                     f"{safe(abort.message)}\n")
-        if v1:
+        if no_swap:
             text.append(f"when it raised: running {abort.running} · waiting "
                         f"{abort.waiting:,} · GPU KV {abort.gpu_used:,}/{abort.gpu_total:,} "
                         f"({pct_text(abort.gpu_pct)}%)", "not bold")

@@ -15,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+from engine.kinds import V0, common_kind
 from tui.widgets.theme import Roles, component_roles, unstyled
 
 KEY_NAMES = {"up": "↑", "down": "↓", "left": "←", "right": "→", "pageup": "PgUp",
@@ -95,12 +96,20 @@ def widget_sections(screen: Screen | None) -> list[tuple[str, list[tuple[str, st
              describe_bindings(list(DecisionsTable.BINDINGS)))]
 
 
+POLICY_SECTIONS = {
+    "v0": (("policies{keys}: what each guarantees", POLICIES),),
+    # V1's policies and words (no swap space)
+    "v1": (("policies on vLLM's V1 engine{keys}: what each does", V1_POLICIES),
+           ("V1's words in the table and status", V1_TABLE)),
+}
+"""Each kind's help sections on its policies; `{keys}` is where the policy keys are said."""
+
+
 def engine_of(screen: Screen | None) -> str:
     """The engine kind of the run the screen shows ("v0" when it shows none, or several)."""
     view = getattr(screen, "view", None)
     views = getattr(screen, "views", None) or ([view] if view is not None else [])
-    kinds = {getattr(v, "engine", "v0") for v in views}
-    return kinds.pop() if len(kinds) == 1 else "v0"
+    return (common_kind(getattr(v, "engine", "v0") for v in views) or V0).name
 
 
 def has_policy_keys(screen: Screen | None) -> bool:
@@ -177,11 +186,8 @@ class HelpScreen(ModalScreen[None]):
         fix = getattr(below, "fix", None)
         keys = f" (f: off ↔ {fix}, this run's fix; F picks any)" if has_policy_keys(below) \
             else ""
-        if engine_of(below) == "v1":  # V1's policies and words (no swap space)
-            policies = [(f"policies on vLLM's V1 engine{keys}: what each does", V1_POLICIES),
-                        ("V1's words in the table and status", V1_TABLE)]
-        else:
-            policies = [(f"policies{keys}: what each guarantees", POLICIES)]
+        policies = [(title.format(keys=keys), rows)
+                    for title, rows in POLICY_SECTIONS[engine_of(below)]]
         sections = [(self._title, self._rows), *widget_sections(below), *policies,
                     ("mouse", MOUSE), ("plot marks", MARKS)]
         width = max((len(k) for _, rows in sections for k, _ in rows), default=4) + 2

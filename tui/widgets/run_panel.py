@@ -113,7 +113,7 @@ def recorded(view: RunView, series: str) -> bool:
     made before it do not), a V1 CPU tier (runs without one)."""
     if series == "committed_x":
         return committed_recorded(view)
-    if series == "cpu_pct" and view.engine == "v1":
+    if series == "cpu_pct" and not view.kind.swaps:  # its CPU series is a tier's
         return cpu_tier_recorded(view)
     return True
 
@@ -141,7 +141,7 @@ def runway_at(view: RunView, step: int | None = None) -> Runway | None:
     """The swap-runway forecast after `step` (default: the step the screen shows), measured
     under the policy in force there."""
     step = view.current_step if step is None else step
-    if not view.steps or view.engine == "v1":  # V1 has no swap space (its CPU tier is a cache)
+    if not view.steps or not view.kind.swaps:  # V1 has no swap space (its CPU tier is a cache)
         return None
     change = latest_change(view.policy_changes, step)
     return forecast(view.steps, step - view.first_step + 1,
@@ -247,7 +247,7 @@ class RunPanel(Vertical):
         """The admission stall the shown V1 step is in, if the watchdog speaks there. A step's
         stall is fixed once it has arrived (it looks only back), so it is found once per step
         shown, not on every tick."""
-        if shown is None or view.engine != "v1":
+        if shown is None or not view.kind.watches_stalls:
             return None
         key = (id(view), view.first_step, shown.step)
         if self._stall[0] != key:
@@ -297,7 +297,7 @@ class RunPanel(Vertical):
             if ref is not None:  # the overlaid real log: dots, not lines, "real" in the legend
                 for s in series:
                     # a V1 log has no swap queue but a `Waiting:` one, drawn in its place
-                    if (s.real or (ref.v1 and s.name == "waiting")) and ref.has(s.name):
+                    if (s.real or (not ref.kind.swaps and s.name == "waiting")) and ref.has(s.name):
                         xs, ys = ref.series(s.name, view.column("sim_s"), view.first_step,
                                             lo, hi)
                         label = s.short or s.label

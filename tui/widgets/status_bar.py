@@ -535,7 +535,7 @@ def second_line(view: RunView, status: Status, runway: Runway | None, width: int
         committed = committed_text(s, view.policy)
         if committed:
             pieces.append((0, 0.5, committed))
-        if view.engine == "v1":
+        if view.kind.watches_stalls:
             stall = admission_stall(view.steps, view.current_step - view.first_step,
                                     max_seqs=seat_limit(view.header))
             if stall is not None:

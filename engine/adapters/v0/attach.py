@@ -134,10 +134,10 @@ def is_scheduler(target: Any) -> bool:
 
 
 def _summary(engine: Any) -> dict[str, Any]:
-    from engine.adapters.v0.build import _summarize_config
+    from engine.adapters.build_shared import summarize_config
 
     source = getattr(engine, "vllm_config", None) or engine
-    return _summarize_config(source)
+    return summarize_config(source)
 
 
 class V0Tap:

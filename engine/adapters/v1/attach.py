@@ -114,9 +114,9 @@ class V1Tap:
         self.model = str(getattr(model_config, "model", "?"))
         self.engine_config: dict[str, Any] = {}
         if config is not None:
-            from engine.adapters.v0.build import _summarize_config
+            from engine.adapters.build_shared import summarize_config
 
-            self.engine_config = _summarize_config(config)
+            self.engine_config = summarize_config(config)
         self._finished: list[str] = []
         self.facts = RequestFactsReader(fam.block_size(scheduler), fam.total_blocks(scheduler))
         self._wrapped: list[str] = []

@@ -20,7 +20,7 @@ from typing import Any
 
 from engine import logs
 from engine.adapters.advice import in_our_words
-from engine.adapters.v0.build import _summarize_config, cuda_available, sim_model_dir
+from engine.adapters.build_shared import cuda_available, sim_model_dir, summarize_config
 from engine.adapters.v1.current import fam, tier
 from engine.errors import ConfigError
 from engine.spec import RunSpec
@@ -123,7 +123,7 @@ def build_engine(spec: RunSpec) -> BuiltV1Engine:
         model=spec.model_name,
         vllm_version=vllm.__version__,
         max_model_len=config.model_config.max_model_len,
-        engine_config=_summarize_config(config),
+        engine_config=summarize_config(config),
     )
 
 
@@ -153,9 +153,9 @@ def _given_args(args: Any, spec: RunSpec) -> dict[str, Any]:
 def resolve(spec: RunSpec) -> Any:
     """What `build_engine(spec)` would start with (`observatory run --dry-run` on V1): vLLM's
     own VllmConfig for the spec's EngineArgs, resolved as `LLMEngine.from_engine_args` does
-    first, with no engine built. The same Resolved as the V0 line's (engine.adapters.v0.build),
+    first, with no engine built. The same Resolved as the V0 line's (engine.adapters.build_shared),
     with V1's arguments: no swap space, prefix caching, the full-ISL rule and the CPU tier."""
-    from engine.adapters.v0.build import Resolved, _hub_source
+    from engine.adapters.build_shared import Resolved, hub_source
     from engine.adapters.versions import require_supported
 
     release = require_supported()
@@ -170,7 +170,7 @@ def resolve(spec: RunSpec) -> Any:
         model_source = f"config {sim_model_dir(spec.model_name)}/config.json (no weights)"
         tokenizer_source = "none (skip_tokenizer_init; prompts are token ids)"
     else:
-        resolved_spec, model_source, notes = _hub_source(spec)
+        resolved_spec, model_source, notes = hub_source(spec)
         tokenizer_source = spec.tokenizer or f"the model's ({model_source})"
         if not cuda:
             notes.append("no CUDA device is present: a gpu run stops before building the "

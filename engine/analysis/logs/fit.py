@@ -36,7 +36,7 @@ from typing import Callable, Collection, Sequence
 
 
 from engine.analysis.logs.clockstart import linear_clock
-from engine.analysis.logs.fitparams import V0, V1, FitKind, Param, apply_params
+from engine.analysis.logs.fitparams import FIT_KINDS, V0, FitKind, Param, apply_params
 from engine.analysis.logs.importer import ImportedLog
 from engine.analysis.logs.retime import finished_by, retime
 from engine.analysis.logs.simplex import minimize
@@ -45,6 +45,7 @@ from engine.analysis.logs.timeline import STATS_INTERVAL_S
 from engine.analysis.logs.windows import METRICS
 from engine.costmodel import CostModel
 from engine.errors import ConfigError
+from engine.kinds import kind_of
 from engine.spec import RunSpec
 from engine.stream.records import LogEvent, LogWindow
 
@@ -71,12 +72,11 @@ class Target:
     @classmethod
     def from_log(cls, log: ImportedLog, engine: int | None = None) -> "Target":
         """The log's windows (V1 data parallel: engine `engine`'s, see `v1_engine`)."""
-        v1 = log.header.engine == "v1"
-        kind = V1 if v1 else V0
-        engine = v1_engine(log, engine) if v1 else None
-        windows = [w for w in log.windows if not v1 or w.engine == engine]
+        kind = FIT_KINDS[kind_of(log.header.engine).name]
+        engine = v1_engine(log, engine) if kind.data_parallel else None
+        windows = [w for w in log.windows if not kind.data_parallel or w.engine == engine]
         interval = float(log.header.engine_config.get("stats_interval_s", kind.interval_s)) \
-            if v1 else STATS_INTERVAL_S
+            if kind.interval_logged else STATS_INTERVAL_S
         first = windows[0].t_s if windows and windows[0].t_s is not None else interval
         warmup = min(interval, max(0.0, interval - first))
         abort = next((r for r in log.records if isinstance(r, LogEvent) and r.event == "abort"),
@@ -87,7 +87,8 @@ class Target:
         for name in kind.metrics:
             values = [v for w in windows if (v := window_value(w, name, kind)) is not None]
             scales[name] = max(1.0, max(values, default=1.0) - min(values, default=0.0))
-            if v1 and not any(getattr(w, name) is not None for w in windows):
+            if kind.fields_by_release and not any(getattr(w, name) is not None
+                                                  for w in windows):
                 continue  # this log (its release) never logs it: not fitted, not a guess
             metrics.append(name)
         return cls(windows, abort_clock, abort.finished if abort else None, warmup, scales,
@@ -113,8 +114,7 @@ def window_value(window: LogWindow, name: str, kind: FitKind) -> float | None:
     shows the field at all (Target.from_log) a window without it had none (a field cut
     mid-value stays unknown)."""
     value = getattr(window, name)
-    if value is None and name == "preemptions" and kind.engine == "v1" \
-            and name not in window.missing:
+    if value is None and name in kind.zero_when_absent and name not in window.missing:
         return 0
     return value
 
@@ -211,7 +211,7 @@ def fit_clock(target: Target, run: SimResult, values: dict[str, float],
     best = _trial(target, run, values)
     if run.error or not params:
         return best
-    if target.kind.engine == "v1":  # a rugged score: start from the least-squares clock too
+    if target.kind.rugged_score:  # start from the least-squares clock too
         guess = linear_clock(target.windows, run, target.interval_s,
                              {p.name: (p.lo, p.hi) for p in target.kind.clock_params})
         if guess is not None:

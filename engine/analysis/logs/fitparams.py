@@ -98,6 +98,22 @@ class FitKind:
     clock_prior: CostModel
     interval_s: float
     length_starts: tuple[dict[str, float], ...]
+    # The log's shape. V1's: one series per data-parallel engine (`Engine NNN:`), its stats
+    # interval as the log shows it, fields a release does not print (not fitted there) and
+    # preemptions printed only when there were some. V0's: one series every 5 s, every field.
+    data_parallel: bool
+    interval_logged: bool
+    fields_by_release: bool
+    zero_when_absent: tuple[str, ...]
+    # The fit: a rugged score (start from the least-squares clock too); how many intervals the
+    # sims run past the log's last window; whether a fitted run with fewer windows than the
+    # log's is worth a warning (V0's runs end at their abort).
+    rugged_score: bool
+    tail_intervals: float
+    warns_short_run: bool
+    # What a fit of this kind's log needs, as its refusals say it.
+    needs_vllm: str
+    needs_preset: str
 
     @property
     def params(self) -> tuple[Param, ...]:
@@ -105,9 +121,20 @@ class FitKind:
 
 
 V0 = FitKind("v0", METRICS, LENGTH_PARAMS, CLOCK_PARAMS, CLOCK_PRIOR, STATS_INTERVAL_S,
-             LENGTH_STARTS)
+             LENGTH_STARTS, data_parallel=False, interval_logged=False,
+             fields_by_release=False, zero_when_absent=(), rugged_score=False,
+             tail_intervals=1.0, warns_short_run=False,
+             needs_vllm="a V0 vLLM (0.5 to 0.10): run fit in the venv of a V0 extra, e.g. "
+                        "vllm050",
+             needs_preset="a V0 preset (--preset seed-5578) or a config of one")
 V1 = FitKind("v1", V1_METRICS, V1_LENGTH_PARAMS, V1_CLOCK_PARAMS, CostModel(),
-             V1_STATS_INTERVAL_S, ())
+             V1_STATS_INTERVAL_S, (), data_parallel=True, interval_logged=True,
+             fields_by_release=True, zero_when_absent=("preemptions",), rugged_score=True,
+             tail_intervals=2.0, warns_short_run=True,
+             needs_vllm="vLLM's V1 engine: run fit in the venv of the extra vllm033",
+             needs_preset="a v1-* preset (--preset v1-thrash) or a config of one")
+FIT_KINDS = {kind.engine: kind for kind in (V0, V1)}
+"""Each engine kind's fit, by the Header's `engine`."""
 
 
 def get_params(spec: RunSpec, warmup_s: float, kind: FitKind | None = None) -> dict[str, float]:

@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import RecordingError
+from engine.kinds import kind_of
 from engine.stream.records import LogWindow
 
 SERIES_FIELDS = {"gpu_pct": "gpu_pct", "cpu_pct": "cpu_pct", "running": "running",
@@ -26,11 +27,12 @@ SERIES_FIELDS = {"gpu_pct": "gpu_pct", "cpu_pct": "cpu_pct", "running": "running
 """Run series name -> LogWindow field (a V0 log's; V1_SERIES_FIELDS for a V1 log's)."""
 V1_SERIES_FIELDS = {**SERIES_FIELDS, "waiting": "waiting"}
 """V1 logs `Waiting:` where V0 logged `Pending:`."""
+SERIES_FIELDS_OF = {"v0": SERIES_FIELDS, "v1": V1_SERIES_FIELDS}
 
 
 class Reference:
     def __init__(self, windows: Sequence[LogWindow], name: str, offset_s: float = 0.0,
-                 v1: bool = False, engine: int | None = None) -> None:
+                 kind: str = "v0", engine: int | None = None) -> None:
         engines = sorted({w.engine for w in windows if w.engine is not None})
         if engine is None and engines:
             engine = min((e for e in engines if e >= 0), default=engines[0])
@@ -43,8 +45,8 @@ class Reference:
                         and (engine is None or w.engine == engine)]
         self.name = name
         self.offset_s = offset_s
-        self.v1 = v1  # a V1 log: `waiting` is drawn, there is no swap queue
-        self._fields = V1_SERIES_FIELDS if v1 else SERIES_FIELDS
+        self.kind = kind_of(kind)  # a V1 log: `waiting` is drawn, there is no swap queue
+        self._fields = SERIES_FIELDS_OF[self.kind.name]
 
     @classmethod
     def load(cls, path: str, offset_s: float = 0.0, engine: int | None = None) -> "Reference":
@@ -55,7 +57,7 @@ class Reference:
         if not windows:
             raise RecordingError(f"{path}: not a reference recording (no stats windows); make one "
                               f"from a vLLM log with `observatory import-log LOG -o REF`")
-        return cls(windows, display_name(path), offset_s, v1=recording.header.engine == "v1",
+        return cls(windows, display_name(path), offset_s, kind=recording.header.engine,
                    engine=engine)
 
     def has(self, name: str) -> bool:

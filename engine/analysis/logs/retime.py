@@ -16,6 +16,8 @@ depends on the clock too, so a re-timed run with a CPU tier is an approximation 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import msgspec
 
 from engine.analysis.logs.simrun import SimResult, steady_running
@@ -25,8 +27,10 @@ from engine.costmodel import CostModel
 def retime(result: SimResult, cost: CostModel) -> SimResult:
     """`result` with every step's time recomputed by `cost` (windows left for `rewindow`). The
     aborting step has no record; it is charged the cost model's fixed `base_s`."""
-    if result.engine == "v1":
-        return _retime_v1(result, cost)
+    return RETIMES[result.engine](result, cost)
+
+
+def _retime_v0(result: SimResult, cost: CostModel) -> SimResult:
     t = 0.0
     trace = []
     for point, (decode_seqs, context_tokens, swap_blocks, _) in zip(result.trace, result.costs):
@@ -51,17 +55,27 @@ def _retime_v1(result: SimResult, cost: CostModel) -> SimResult:
                                    running_p50=running_p50, running_max=running_max)
 
 
+RETIMES = {"v0": _retime_v0, "v1": _retime_v1}
+"""Each kind's re-timing, of its own trace with the terms its adapter charges."""
+
+
 def finished_by(result: SimResult, sim_s: float) -> int:
     """Requests finished by simulated second `sim_s` (by the end, if the run ended before)."""
     done = 0
-    if result.engine == "v1":
-        for v1_point, v1_cost in zip(result.v1_trace, result.v1_costs):
-            if v1_point[0] > sim_s:
-                break
-            done = v1_cost[4]
-        return done
-    for point, cost in zip(result.trace, result.costs):
-        if point[0] > sim_s:
+    for t, finished in FINISHED[result.engine](result):
+        if t > sim_s:
             break
-        done = cost[3]
+        done = finished
     return done
+
+
+def _finished_v0(result: SimResult) -> Iterator[tuple[float, int]]:
+    return ((point[0], cost[3]) for point, cost in zip(result.trace, result.costs))
+
+
+def _finished_v1(result: SimResult) -> Iterator[tuple[float, int]]:
+    return ((point[0], cost[4]) for point, cost in zip(result.v1_trace, result.v1_costs))
+
+
+FINISHED = {"v0": _finished_v0, "v1": _finished_v1}
+"""Each kind's steps as (sim time, requests finished so far), from its own trace."""

@@ -152,12 +152,21 @@ def _v1_result(steps: list[V1StepRecord]) -> SimResult:
 def rewindow(result: SimResult, warmup_s: float, interval_s: float | None = None) -> SimResult:
     """`result` with the windows its stats logger would have printed (V0: every 5 s; V1: every
     `interval_s`, vLLM's default 10 s)."""
-    if result.engine == "v1":
-        windows = (v1_point_windows(result.v1_trace, warmup_s, interval_s)
-                   if interval_s is not None else v1_point_windows(result.v1_trace, warmup_s))
-    else:
-        windows = sim_windows(result.trace, warmup_s)
+    windows = WINDOWS[result.engine](result, warmup_s, interval_s)
     return msgspec.structs.replace(result, windows=windows)
+
+
+def _v0_windows(result: SimResult, warmup_s: float, interval_s: float | None) -> list:
+    return sim_windows(result.trace, warmup_s)
+
+
+def _v1_windows(result: SimResult, warmup_s: float, interval_s: float | None) -> list:
+    return (v1_point_windows(result.v1_trace, warmup_s, interval_s)
+            if interval_s is not None else v1_point_windows(result.v1_trace, warmup_s))
+
+
+WINDOWS = {"v0": _v0_windows, "v1": _v1_windows}
+"""Each kind's stats windows of a sim, from its own trace (V0's `trace`, V1's `v1_trace`)."""
 
 
 def _call(args: tuple[bytes, float]) -> bytes:
