@@ -14,13 +14,15 @@ class InstalledRelease:
 
     @property
     def scan_skip(self) -> bool:
-        from engine.adapters.v1.current import fam  # imports vLLM: only once a V1 rule asks
+        # imports vLLM: only once a V1 rule asks
+        from engine.adapters.v1.current import fam
 
         return bool(fam.HAS_SCAN_SKIP)
 
     @property
     def async_sim(self) -> bool:
-        from engine.adapters.v1.current import fam  # imports vLLM: only once a V1 rule asks
+        # imports vLLM: only once a V1 rule asks
+        from engine.adapters.v1.current import fam
 
         return bool(fam.HAS_ASYNC_SIM)
 
