@@ -61,7 +61,7 @@ line (`require_engine_kind`): a V0 rule on V1's scheduler would silently do noth
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Protocol
 
 from engine.errors import ConfigError
 from engine.kinds import kind_of
@@ -169,6 +169,75 @@ def require_seats_engine(policy: Policy, async_scheduling: bool | None,
     if async_scheduling is False:
         raise ConfigError(f"policy {policy} acts only under async scheduling (vLLM #45257): "
                           f"add --async-scheduling, or drop per-iteration-count")
+
+
+class Release(Protocol):
+    """What the installed vLLM release's scheduler has a way in for. The adapters probe it
+    (engine.adapters.policy_support.INSTALLED); a check reads it only when a rule needs it, so
+    asking about any other rule imports no vLLM."""
+
+    @property
+    def scan_skip(self) -> bool:
+        """Its waiting scan can pass a request by (0.33 added the path)."""
+
+    @property
+    def async_sim(self) -> bool:
+        """Its sim runs async scheduling (from 0.33)."""
+
+
+@dataclass(frozen=True)
+class PolicyEngine:
+    """The engine a policy is asked of: its kind, its release, and where known (a spec says,
+    or the scheduler of an engine the observatory attached to) whether it schedules
+    asynchronously and runs the sim. None: not known here."""
+
+    kind: str
+    release: Release
+    async_scheduling: bool | None = None
+    sim: bool | None = None
+
+
+def require_policy(policy: Policy, engine: PolicyEngine) -> None:
+    """Raise ConfigError (one line) if `policy` cannot act on `engine`: a rule of the other
+    engine kind, or one its release or settings cannot take (`require_capable`). Asked once,
+    before anything changes: before an engine is built for a spec, before a switch is taken,
+    never inside vLLM's step."""
+    require_engine_kind(policy, engine.kind)
+    require_capable(policy, engine)
+
+
+def require_capable(policy: Policy, engine: PolicyEngine) -> None:
+    """Raise ConfigError if a rule of `engine`'s kind has no way in on its release or
+    settings: `skip-and-continue` needs the scan's skip path (vLLM 0.33 or later);
+    `per-iteration-count` needs a sim that runs async scheduling (0.33 or later), then async
+    scheduling and the sim backend (`require_seats_engine`). The rules are V1's, so a V0
+    engine (refused them by kind) is never probed."""
+    if policy.order == "skip-and-continue" and not engine.release.scan_skip:
+        raise ConfigError(f"policy {policy} needs vLLM 0.33 or later, whose waiting scan can "
+                          f"pass a request by; this vLLM cannot: run it on 0.33.0 or 0.34.0, "
+                          f"or drop skip-and-continue")
+    if policy.seats != "per-iteration-count":
+        return
+    if not engine.release.async_sim:
+        raise ConfigError(f"policy {policy} acts under async scheduling, which the sim runs "
+                          f"from vLLM 0.33: run it on 0.33.0 or 0.34.0, or drop "
+                          f"per-iteration-count")
+    require_seats_engine(policy, engine.async_scheduling, engine.sim)
+
+
+def refusals(engine: PolicyEngine) -> dict[str, str]:
+    """Each policy of `engine`'s kind that it cannot take, with the one line `require_policy`
+    refuses it with: what the live monitor shows beside a policy it cannot switch to (a
+    combination is refused where one of its parts is)."""
+    refused = {}
+    for name, kinds in ENGINE_KINDS.items():
+        if engine.kind not in kinds:
+            continue
+        try:
+            require_policy(parse_policy(name), engine)
+        except ConfigError as exc:
+            refused[name] = str(exc)
+    return refused
 
 
 def withholds_prefills(policy: Policy, gate: PrefillGate) -> bool:

@@ -70,11 +70,11 @@ from engine.adapters import device_info
 from engine.adapters.driver import (Arrived, EngineDriver, HookError, import_vllm,
                                     installed_engine_kind,
                                    open_driver)
-from engine.adapters.policy_support import require_policy
+from engine.adapters.policy_support import installed
 from engine.analysis import progress
 from engine.errors import ConfigError
 from engine.kinds import kind_of
-from engine.policy import Policy, parse_policy
+from engine.policy import Policy, parse_policy, require_policy
 from engine.run_state import RunState, state_for_end
 from engine.spec import RunSpec
 from engine.stream.producer import RunStream, Sink
@@ -214,9 +214,10 @@ class Session:
         if self._driver is not None:
             return
         spec = self.spec = trace_source.resolve(self.spec.validated())  # its path and sha256
-        kind = installed_engine_kind()  # refused before the engine is built, in one line
+        # its policies, asked of its engine once, before it is built (refused in one line)
+        engine = installed(installed_engine_kind(), spec.async_scheduling, spec.backend == "sim")
         for policy in [self._policy] + [parse_policy(p) for _, p in spec.toggles]:
-            require_policy(policy, kind)
+            require_policy(policy, engine)
         if spec.trace is not None:  # its lines against the model's context, before the build
             self._on_progress("checking the trace", "")
             trace_source.check_fits(spec)
@@ -507,8 +508,8 @@ class Session:
     def _change_policy(self, policy: Policy, source: str) -> bool:
         if policy == self._policy:
             return False
-        assert self._driver is not None
-        require_policy(policy, self._driver.kind)
+        assert self._driver is not None  # the policy was asked of the engine already: a
+        # toggle's in prepare, a command's in _apply_policy
         old, self._policy = self._policy, policy
         self._driver.set_policy(policy, source)  # applied when the next step schedules
         self._stream.policy_changed(old, policy, source)
@@ -558,8 +559,8 @@ class Session:
             return False, (f"policy {policy} acts on the {', '.join(policy.engine_kinds)} engine, "
                            f"not on this {self.header.engine} engine")
         try:
-            require_policy(policy, self.header.engine, self.spec.async_scheduling,
-                           self.spec.backend == "sim")
+            require_policy(policy, installed(self.header.engine, self.spec.async_scheduling,
+                                             self.spec.backend == "sim"))
         except ConfigError as exc:
             return False, str(exc)
         if not self._change_policy(policy, source):

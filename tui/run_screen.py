@@ -20,11 +20,11 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
 
-from tui.widgets.goto_step import GotoStep
-from tui.widgets.help_screen import HelpScreen, describe_bindings
 from tui.widgets.key_footer import KeyFooter
 from tui.messages import RecordsArrived, SeekRequested, StepSelected, StreamEnded
 from tui.playhead import Playhead, WallPace
+from tui.playhead_keys import (GOTO, HELP, NEXT_EVENT, PREV_EVENT, QUIT, SEEK_END, SEEK_START,
+                               STEP_BACK, STEP_BACK_100, STEP_ON, STEP_ON_100, PlayheadKeys)
 from tui.widgets.replay_bar import ReplayBar
 from tui.widgets.run_panel import Mode, RunPanel
 from tui.run_source import RunSource
@@ -36,28 +36,19 @@ PLAY_HZ = 12  # how often playback moves the cursor
 FALLBACK_STEPS_PER_S = 100.0  # 1x for a recording without usable wall-clock times
 
 NAVIGATION = [
-    Binding("left", "step(-1)", "-1", key_display="←", priority=True),
-    Binding("right", "step(1)", "+1", key_display="→", priority=True),
-    Binding("shift+left", "step(-100)", "-100", key_display="⇧←", priority=True),
-    Binding("shift+right", "step(100)", "+100", key_display="⇧→", priority=True),
-    Binding("home", "seek_start", "start", priority=True),
-    Binding("end", "seek_end", "end", priority=True),
-    Binding("n", "jump(1)", "next event"),
-    Binding("N", "jump(-1)", "prev event"),
-    Binding("g", "goto", "go to"),
+    STEP_BACK, STEP_ON, STEP_BACK_100, STEP_ON_100, SEEK_START, SEEK_END,
+    NEXT_EVENT, PREV_EVENT, GOTO,
     Binding("i", "toggle_info", "vLLM's INFO and setup lines", show=False),
     Binding("escape", "unpin", "unpin detail", show=False),
-    Binding("question_mark", "help", "help", key_display="?"),
-    Binding("q", "quit", "quit"),
+    HELP, QUIT,
 ]
 """Keys every run screen has: moving through what has arrived."""
 
 
-class RunScreen(Screen):
-    """A run on a RunPanel. Subclasses add keys and say what the status shows."""
+class RunScreen(PlayheadKeys, Screen):
+    """A run on a RunPanel. Subclasses add keys and say what the status shows; the playhead's
+    keys act through tui.playhead_keys, on step numbers."""
 
-    HELP_TITLE = "keys"
-    HELP_FOOTER = ""
     PANEL_MODE: Mode = "replay"
 
     def __init__(self, view: RunView, *, source: RunSource | None = None,
@@ -86,14 +77,6 @@ class RunScreen(Screen):
     @property
     def following(self) -> bool:
         return self.playhead.following
-
-    @property
-    def playing(self) -> bool:
-        return self.playhead.playing
-
-    @property
-    def speed(self) -> float:
-        return self.playhead.speed
 
     @property
     def stream_over(self) -> bool:
@@ -247,25 +230,24 @@ class RunScreen(Screen):
             self._show_playhead()
             self.request_frame()
 
-    # -- navigation actions -------------------------------------------------------------------
+    # -- the playhead's keys (tui.playhead_keys): positions are step numbers ------------------
 
     def go(self, step: int) -> None:
         if self.view.steps:
             self.playhead.go(step)
             self.moved()
 
-    def action_step(self, delta: int) -> None:
-        self.go(self.view.current_step + delta)
+    def here(self) -> int:
+        return self.view.current_step
 
-    def action_seek_start(self) -> None:
-        self.go(self.span()[0])
+    def first_position(self) -> int:
+        return self.span()[0]
 
-    def action_seek_end(self) -> None:
-        self.playhead.end()
-        self.moved()
+    def goto_range(self) -> tuple[int, int]:
+        return self.span()
 
-    def action_speed(self, factor: float) -> None:
-        self.playhead.scale_speed(factor)
+    def repaint(self) -> None:
+        self._show_playhead()
         self.draw()
 
     def find_event(self, step: int, direction: int) -> tuple[int, str] | None:
@@ -277,21 +259,6 @@ class RunScreen(Screen):
             return None
         return view.clamp(event.step), event.text
 
-    def action_jump(self, direction: int) -> None:
-        text = self.playhead.jump(direction, self.find_event)
-        if text is None:
-            self.notify("no further event" if direction > 0 else "no earlier event", timeout=2)
-            return
-        self.moved()
-        self.notify(text, timeout=3)
-
-    def action_goto(self) -> None:
-        def go(step: int | None) -> None:
-            if step is not None:
-                self.go(step)
-
-        self.app.push_screen(GotoStep(*self.span()), go)
-
     def action_toggle_info(self) -> None:
         shown = self.query_one(RunPanel).toggle_info()
         self.notify(f"vLLM's INFO and setup lines {'shown' if shown else 'hidden'}", timeout=2)
@@ -300,14 +267,10 @@ class RunScreen(Screen):
         self.query_one(RunPanel).reset()
         self.draw()
 
-    def action_help(self) -> None:
-        self.app.push_screen(HelpScreen(self.HELP_TITLE, describe_bindings(self.BINDINGS),
-                                        self.HELP_FOOTER))
-
     def action_quit(self) -> None:
         if self.source is not None:
             self.source.close()
-        self.app.exit(0)
+        super().action_quit()
 
     # -- messages from the widgets ------------------------------------------------------------
 

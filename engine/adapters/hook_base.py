@@ -58,9 +58,17 @@ class PolicySwitch:
         can, unless a hook says otherwise."""
 
     def set_policy(self, policy: str | Policy, source: str = "api") -> None:
-        """Ask for `policy` from the next step on. Safe from any thread."""
+        """Ask for `policy` from the next step on (any thread); one this engine cannot take
+        (`require`) is refused here, in the asker's thread, never inside vLLM's step."""
+        policy = parse_policy(policy)
+        self.require(policy)
+        self.switch(policy, source)
+
+    def switch(self, policy: Policy, source: str) -> None:
+        """`set_policy` for a policy its asker has already checked (a Session asks
+        engine.policy once, with its spec's engine). Safe from any thread."""
         with self._lock:
-            self._pending = (parse_policy(policy), source)
+            self._pending = (policy, source)
 
     def _apply_pending(self) -> bool:
         """Take the policy asked for, if any; True when the policy in force changed."""

@@ -22,12 +22,12 @@ from engine.adapters.attach import (install_at_import, install_sim_at_args,
                                     install_sim_platforms, sim_executor_class, tap_for)
 from engine.adapters.driver import AttachedTap
 from engine.adapters.guard import Guard
-from engine.adapters.policy_support import require_policy
+from engine.adapters.policy_support import installed
 from engine.attached import env as attach_env
 from engine.attached import registry
 from engine.attached.observer import Observer
 from engine.errors import ConfigError
-from engine.policy import Policy, parse_policy
+from engine.policy import Policy, parse_policy, require_engine_kind, require_policy
 
 
 class Handle:
@@ -55,8 +55,8 @@ class Handle:
     def set_policy(self, policy: str | Policy, source: str = "api") -> None:
         """Govern the engine's next step with `policy` (any thread)."""
         policy = parse_policy(policy)
-        require_policy(policy, self.tap.kind)
-        self.hook.set_policy(policy, source)
+        require_engine_kind(policy, self.tap.kind)
+        self.hook.set_policy(policy, source)  # and what this engine can take (the hook asks)
 
     def close(self) -> None:
         """End the stream (the recording gets its end record) and give vLLM its own methods
@@ -76,7 +76,7 @@ def attach(target: Any, policy: str | Policy = "off", *, serve: str | None = Non
     address = attach_env.parse_serve(serve, token) if serve else None
     from engine.adapters.versions import require_supported
 
-    require_policy(policy, require_supported().engine)  # before anything is hooked
+    require_policy(policy, installed(require_supported().engine))  # before anything is hooked
     tap, _ = _tap(target, policy)
     if tap is None:
         raise ConfigError(f"engine.attach: cannot watch a {type(target).__name__}: give a V0 "

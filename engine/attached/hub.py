@@ -16,11 +16,13 @@ import json
 import socket
 import threading
 from pathlib import Path
+from typing import Callable
 
 import msgspec
 
-from engine.stream.protocol import (MAX_LINE_BYTES, EngineInfo, Engines, Hello, Refused,
-                                    decode_client, encode_line)
+from engine.stream.listener import Listener, refuse
+from engine.stream.protocol import (MAX_LINE_BYTES, EngineInfo, Engines, Hello, decode_client,
+                                    encode_line)
 
 HANDSHAKE_TIMEOUT_S = 5.0
 
@@ -40,42 +42,30 @@ def read_engines(directory: str) -> list[EngineInfo]:
 
 
 class Hub:
+    """The hub's listener (engine.stream.listener): each connection is checked, then spliced
+    to the engine it asks for."""
+
     def __init__(self, address: tuple[str, int], token: str | None, directory: str) -> None:
         self.token = token
         self.directory = directory
-        self._listener = socket.create_server(address, reuse_port=False)
-        self._closed = threading.Event()
+        self._listener = Listener(address, self._serve, name="observatory-hub",
+                                  thread_name=lambda _peer: "observatory-hub-conn")
 
     @property
     def address(self) -> str:
-        host, port = self._listener.getsockname()[:2]
-        return f"{host}:{port}"
+        return self._listener.address
 
     def start(self) -> None:
-        threading.Thread(target=self._accept, name="observatory-hub", daemon=True).start()
+        self._listener.start()
 
     def close(self) -> None:
         """Stop listening and remove the directory (the announcements, a generated token)."""
-        self._closed.set()
-        for call in (lambda: self._listener.shutdown(socket.SHUT_RDWR), self._listener.close):
-            try:
-                call()
-            except OSError:
-                pass
+        self._listener.close()
         import shutil
 
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    def _accept(self) -> None:
-        while not self._closed.is_set():
-            try:
-                sock, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(sock,), daemon=True,
-                             name="observatory-hub-conn").start()
-
-    def _serve(self, sock: socket.socket) -> None:
+    def _serve(self, sock: socket.socket, _peer: str) -> None:
         try:
             sock.settimeout(HANDSHAKE_TIMEOUT_S)
             stream = sock.makefile("rb")
@@ -83,12 +73,12 @@ class Hub:
             try:
                 hello = decode_client(line)
             except (ValueError, msgspec.DecodeError):
-                return _refuse(sock, "not an observatory client: expected a hello line")
+                return refuse(sock, "not an observatory client: expected a hello line")
             if not isinstance(hello, Hello):
-                return _refuse(sock, "send a hello line first")
+                return refuse(sock, "send a hello line first")
             if self.token is not None and not hmac.compare_digest(hello.token.encode(),
                                                                   self.token.encode()):
-                return _refuse(sock, "wrong token: use exec's --token-file")
+                return refuse(sock, "wrong token: use exec's --token-file")
             engines = read_engines(self.directory)
             if hello.engine == "?":
                 sock.sendall(encode_line(Engines(engines=engines)))
@@ -97,7 +87,7 @@ class Hub:
             chosen = [e for e in engines if e.name == hello.engine] if hello.engine else engines
             if not chosen:
                 names = ", ".join(e.name for e in engines) or "none yet"
-                return _refuse(sock, (f"no engine {hello.engine!r} here (engines: {names})"
+                return refuse(sock, (f"no engine {hello.engine!r} here (engines: {names})"
                                       if hello.engine else "no engine has started yet under "
                                       "this command: connect again once vLLM has built one"))
             target = chosen[-1]
@@ -107,8 +97,9 @@ class Hub:
             sock.settimeout(None)
             upstream.sendall(line)  # then whatever the client sent after it (read1 drains
             # the reader's buffer before it reads the socket again)
-            threading.Thread(target=_pipe, args=(upstream, sock), daemon=True).start()
-            _pipe_from(stream, upstream, sock)
+            threading.Thread(target=_pump, args=(upstream.recv, sock, sock, upstream),
+                             daemon=True).start()
+            _pump(stream.read1, upstream, upstream, sock)
         except OSError:
             try:
                 sock.close()
@@ -116,41 +107,19 @@ class Hub:
                 pass
 
 
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
+def _pump(read: Callable[[int], bytes], dst: socket.socket, *ends: socket.socket) -> None:
+    """Copy what `read` gives to `dst` until either side ends, then shut both `ends` down (so
+    the other direction's pump ends too)."""
     try:
         while True:
-            data = src.recv(65536)
+            data = read(65536)
             if not data:
                 break
             dst.sendall(data)
-    except OSError:
-        pass
-    for s in (dst, src):
-        try:
-            s.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-
-def _pipe_from(stream, upstream: socket.socket, client: socket.socket) -> None:  # noqa: ANN001
-    try:
-        while True:
-            data = stream.read1(65536)
-            if not data:
-                break
-            upstream.sendall(data)
     except (OSError, ValueError):
         pass
-    for s in (upstream, client):
+    for s in ends:
         try:
             s.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-
-
-def _refuse(sock: socket.socket, reason: str) -> None:
-    try:
-        sock.sendall(encode_line(Refused(reason=reason)))
-    except OSError:
-        pass
-    sock.close()

@@ -38,7 +38,6 @@ from typing import Any, Callable
 import msgspec
 
 from engine.adapters.driver import AttachedTap
-from engine.adapters.policy_support import require_policy
 from engine.analysis import progress
 from engine.analysis.stall import ENDED, STARTED, StallWatch, seat_limit
 from engine.costmodel import CostModel
@@ -47,7 +46,7 @@ from engine.host.outbox import Outbox
 from engine.host.recording import RecordingController
 from engine.host.scribe_pipe import open_recorder
 from engine.kinds import kind_of
-from engine.policy import parse_policy
+from engine.policy import parse_policy, require_engine_kind
 from engine.run_state import RunState
 from engine.spec import RunSpec
 from engine.stream.producer import RunStream
@@ -155,12 +154,12 @@ class Observer:
                 if not isinstance(command.policy, str):
                     raise ConfigError("policy needs a policy name")
                 policy = parse_policy(command.policy)
-                require_policy(policy, self.tap.kind)
-                self.tap.hook.require(policy)  # what this engine can do (async, sim)
+                require_engine_kind(policy, self.tap.kind)
+                self.tap.hook.require(policy)  # what this engine can do (release, async, sim)
             except ConfigError as exc:
                 return ack(False, str(exc))
             with self._lock:
-                self.tap.hook.set_policy(policy, source)
+                self.tap.hook.switch(policy, source)
                 self._acks.append(lambda step: ack(True, "", step))
             return None
         if kind is ToggleRecording:

@@ -101,12 +101,12 @@ def _policy(text: str | None) -> str | None:
     """--policy, checked against the installed release before anything runs."""
     if text is None:
         return None
-    from engine.adapters.policy_support import require_policy
+    from engine.adapters.policy_support import installed
     from engine.adapters.versions import require_supported
-    from engine.policy import parse_policy
+    from engine.policy import parse_policy, require_policy
 
     policy = parse_policy(text)
-    require_policy(policy, require_supported().engine)
+    require_policy(policy, installed(require_supported().engine))
     return str(policy)
 
 

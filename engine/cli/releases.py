@@ -108,9 +108,9 @@ def _workload(args: argparse.Namespace):  # -> RunSpec
     if given.get("trace"):
         given["trace"] = str(Path(given["trace"]).resolve())  # the runs start elsewhere
     spec = resolve_spec([*layers, ("flags", given)]).validated()
-    from engine.traces.source import resolve
+    from engine.traces import source
 
-    resolve(spec)  # a missing or unreadable trace fails here, before any venv is built
+    source.check(spec)  # a missing or unreadable trace fails here, before any venv is built
     return spec
 
 

@@ -75,10 +75,10 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     spec = resolve_spec([("default", {"preset": default_preset()}), *layers,
                          ("flags", given)]).validated()
     require_preset_engine(spec)
-    from engine.traces.source import resolve
+    from engine.traces import source
 
-    resolve(spec)  # a missing, unreadable or unrecognised trace fails here, before vLLM loads;
-    return spec  # the run pins its path, format and sha256 itself (engine.session), per cell
+    source.check(spec)  # a missing, unreadable or unrecognised trace fails here, before vLLM
+    return spec  # loads; the run resolves it once (path, format, sha256: engine.session)
 
 
 def record_target(args: argparse.Namespace, spec: RunSpec) -> str | None:

@@ -214,12 +214,12 @@ class EngineLoop:
     # ---- service messages ---------------------------------------------------------------
     def _offer_policies(self, session) -> None:
         """Say which policies this engine cannot switch to (a picker shows them disabled)."""
-        from engine.adapters.policy_support import refusals
+        from engine.adapters.policy_support import installed
+        from engine.policy import refusals
 
         spec = session.spec
-        self._outbox.publish(Policies(refused=refusals(session.header.engine,
-                                                       spec.async_scheduling,
-                                                       spec.backend == "sim")))
+        self._outbox.publish(Policies(refused=refusals(installed(
+            session.header.engine, spec.async_scheduling, spec.backend == "sim"))))
 
     def _progress(self, stage: str, detail: str = "") -> None:
         self._outbox.publish(Progress(stage=stage, detail=detail))

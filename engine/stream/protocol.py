@@ -225,7 +225,7 @@ class StateChanged(msgspec.Struct, tag="state", tag_field="kind", kw_only=True):
 
 class Policies(msgspec.Struct, tag="policies", tag_field="kind", kw_only=True):
     """The policies this engine cannot switch to, each with the one line a switch to it is
-    refused with (engine.adapters.policy_support.refusals: a rule this vLLM has no way in for,
+    refused with (engine.policy.refusals: a rule this vLLM has no way in for,
     or one this engine's settings rule out); a policy not named is taken. Sent once the engine
     is built, so that a picker can show them disabled before anyone asks."""
 

@@ -20,15 +20,15 @@ import hmac
 import os
 import re
 import socket
-import threading
 from typing import Callable
 
 import msgspec
 
 from engine import __version__
 from engine.stream.fanout import DEFAULT_MAX_BACKLOG_BYTES, ClientQueue, Fanout, Log
+from engine.stream.listener import Listener, refuse
 from engine.stream.protocol import (MAX_LINE_BYTES, PROTOCOL_VERSION, Ack, BadCommand, Closing,
-                                    Hello, Refused, Welcome, decode_client, encode_line)
+                                    Hello, Welcome, decode_client, encode_line)
 
 HANDSHAKE_TIMEOUT_S = 5.0
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.@+-]")
@@ -37,14 +37,6 @@ _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.@+-]")
 def client_name(raw: str) -> str:
     """A client's self-chosen name, made safe for logs and `remote:<name>` sources."""
     return _NAME_CHARS.sub("_", raw)[:40] or "client"
-
-
-def _refuse(sock: socket.socket, reason: str) -> None:
-    try:
-        sock.sendall(encode_line(Refused(reason=reason)))
-    except OSError:
-        pass
-    sock.close()
 
 
 def _read_line(stream) -> bytes | None:
@@ -75,25 +67,25 @@ def serve_connection(sock: socket.socket, fanout: Fanout, *, token: str | None,
             hello = decode_client(line) if line is not None else None
         except socket.timeout:
             log(f"refused {peer}: no hello within {HANDSHAKE_TIMEOUT_S:g} s")
-            return _refuse(sock, f"no hello line within {HANDSHAKE_TIMEOUT_S:g} s")
+            return refuse(sock, f"no hello line within {HANDSHAKE_TIMEOUT_S:g} s")
         except (ValueError, msgspec.DecodeError) as exc:
             log(f"refused {peer}: not an observatory client")
-            return _refuse(sock, f"not an observatory client: expected a hello line "
+            return refuse(sock, f"not an observatory client: expected a hello line "
                                  f"({str(exc).splitlines()[0][:120]})")
         if hello is None:
             sock.close()
             return
         if not isinstance(hello, Hello):
             log(f"refused {peer}: sent a command before hello")
-            return _refuse(sock, "send a hello line first")
+            return refuse(sock, "send a hello line first")
         if hello.protocol != PROTOCOL_VERSION:
             log(f"refused {peer}: protocol {hello.protocol}")
-            return _refuse(sock, f"protocol version {hello.protocol} is not supported: this "
+            return refuse(sock, f"protocol version {hello.protocol} is not supported: this "
                                  f"engine speaks version {PROTOCOL_VERSION}; use the same "
                                  f"observatory version on both ends")
         if token is not None and not hmac.compare_digest(hello.token.encode(), token.encode()):
             log(f"refused {peer}: wrong token")
-            return _refuse(sock, "wrong token: use the token `observatory serve` printed "
+            return refuse(sock, "wrong token: use the token `observatory serve` printed "
                                  "(or its --token-file)")
         name = client_name(hello.client)
         label = source(name)
@@ -151,40 +143,23 @@ class Server:
         self.fanout = Fanout(host, max_backlog_bytes=max_backlog_bytes, log=log)
         self.token = token
         self.log = self.fanout.log
-        self._listener = socket.create_server(address, reuse_port=False)
-        self._closed = threading.Event()
+        self._listener = Listener(address, self._serve, name="observatory-accept",
+                                  thread_name=lambda peer: f"observatory-conn-{peer}")
 
     @property
     def address(self) -> str:
-        host, port = self._listener.getsockname()[:2]
-        return f"{host}:{port}"
+        return self._listener.address
 
     def start(self) -> None:
-        threading.Thread(target=self._accept, name="observatory-accept", daemon=True).start()
+        self._listener.start()
 
-    def _accept(self) -> None:
-        while not self._closed.is_set():
-            try:
-                sock, addr = self._listener.accept()
-            except OSError:
-                return
-            peer = f"{addr[0]}:{addr[1]}"
-            # The writer already sends in batches; Nagle would hold a small batch (an Ack)
-            # back until the client's delayed ACK, ~40 ms.
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=serve_connection, args=(sock, self.fanout),
-                             kwargs={"token": self.token, "peer": peer,
-                                     "source": lambda name: f"remote:{name}"},
-                             name=f"observatory-conn-{peer}", daemon=True).start()
+    def _serve(self, sock: socket.socket, peer: str) -> None:
+        # The writer already sends in batches; Nagle would hold a small batch (an Ack)
+        # back until the client's delayed ACK, ~40 ms.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        serve_connection(sock, self.fanout, token=self.token, peer=peer,
+                         source=lambda name: f"remote:{name}")
 
     def close(self, reason: str = "the server is shutting down", timeout: float = 1.0) -> None:
-        self._closed.set()
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept() on Linux
-        except OSError:
-            pass
-        try:
-            self._listener.close()
-        except OSError:
-            pass
+        self._listener.close()
         self.fanout.close_all(encode_line(Closing(reason=reason)), timeout)

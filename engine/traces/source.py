@@ -46,18 +46,28 @@ def _open_error(path: str, exc: OSError) -> TraceError:
     return TraceError(f"trace {path}: cannot read it: {exc.strerror or exc}")
 
 
-def resolve(spec: Any) -> Any:
-    """`spec` with its trace's absolute path, concrete format and sha256 filled in; a spec
-    without a trace unchanged. Raises TraceError (one line) for a missing, unreadable, empty or
-    unrecognised file, and for one whose sha256 differs from the spec's."""
-    if not spec.trace:
-        return spec
+def _locate(spec: Any) -> tuple[str, str]:
+    """The trace's absolute path and concrete format (its first lines read, not the file).
+    Raises TraceError (one line) for a missing, unreadable, empty or unrecognised file."""
     path = os.path.abspath(os.path.expanduser(spec.trace))
     try:
         head = head_of(path)
         if not head.strip():
             raise TraceError(f"trace {path}: the file is empty: nothing to replay")
-        fmt = detect(path, head) if spec.trace_format == "auto" else spec.trace_format
+        return path, detect(path, head) if spec.trace_format == "auto" else spec.trace_format
+    except OSError as exc:
+        raise _open_error(path, exc) from None
+
+
+def resolve(spec: Any) -> Any:
+    """`spec` with its trace's absolute path, concrete format and sha256 filled in; a spec
+    without a trace unchanged. Raises TraceError (one line) for a missing, unreadable, empty or
+    unrecognised file, and for one whose sha256 differs from the spec's. The run does this once
+    (engine.session), as it starts: hashing reads the whole file."""
+    if not spec.trace:
+        return spec
+    path, fmt = _locate(spec)
+    try:
         digest = file_sha256(path)
     except OSError as exc:
         raise _open_error(path, exc) from None
@@ -66,6 +76,18 @@ def resolve(spec: Any) -> Any:
                          f"{spec.trace_sha256[:16]}...: the file changed since it was recorded "
                          f"(restore it; a new run of the changed file records its own sha256)")
     return msgspec.structs.replace(spec, trace=path, trace_format=fmt, trace_sha256=digest)
+
+
+def check(spec: Any) -> None:
+    """What a command checks before anything loads: the same one-line refusals as `resolve`,
+    without hashing the file (the run hashes it once, as it starts) unless the spec names the
+    sha256 the file must have."""
+    if not spec.trace:
+        return
+    if spec.trace_sha256 is not None:
+        resolve(spec)
+        return
+    _locate(spec)
 
 
 class TraceRequest:

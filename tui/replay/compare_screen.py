@@ -30,12 +30,13 @@ from engine.kinds import V0, common_kind
 from engine.stream.records import StepRecord, V1StepRecord
 from engine.stream.timeaxis import axis_of
 from tui.playhead import Playhead
+from tui.playhead_keys import (FASTER, GOTO, HELP, NEXT_EVENT, PLAY, PREV_EVENT, QUIT, SEEK_END,
+                               SEEK_START, SLOWER, STEP_BACK, STEP_BACK_100, STEP_ON, STEP_ON_100,
+                               PlayheadKeys)
 from tui.replay.ab_timeline import Align, Timeline, TimelinePace
 from tui.widgets import theme
 from tui.widgets.abort_banner import AbortBanner
 from tui.widgets.decisions_table import DecisionsTable
-from tui.widgets.goto_step import GotoStep
-from tui.widgets.help_screen import HelpScreen, describe_bindings
 from tui.widgets.key_footer import KeyFooter
 from tui.messages import RecordsArrived, SeekRequested, StepSelected, StreamEnded
 from tui.run_source import RunSource
@@ -80,26 +81,23 @@ def decisions_summary(s: StepRecord) -> str:
     return " · ".join(parts)
 
 
-class CompareScreen(Screen):
+class CompareScreen(PlayheadKeys, Screen):
+    """Two runs under one playhead (tui.playhead_keys): its positions are indices into the
+    runs' shared timeline."""
+
     BINDINGS = [  # in priority order: a narrow footer shows the first ones that fit
-        Binding("space", "play", "play/pause", priority=True),
+        PLAY,
         Binding("d", "first_difference", "1st difference"),
         Binding("t", "align", "align step/time"),
-        Binding("n", "jump(1)", "next event"),
-        Binding("N", "jump(-1)", "prev event"),
-        Binding("left", "step(-1)", "-1", key_display="←", priority=True),
-        Binding("right", "step(1)", "+1", key_display="→", priority=True),
-        Binding("less_than_sign", "speed(0.5)", "slower", key_display="<"),
-        Binding("greater_than_sign", "speed(2)", "faster", key_display=">"),
-        Binding("shift+left", "step(-100)", "-100", key_display="⇧←", priority=True),
-        Binding("shift+right", "step(100)", "+100", key_display="⇧→", priority=True),
-        Binding("home", "seek_start", "start", priority=True),
-        Binding("end", "seek_end", "end", priority=True),
-        Binding("g", "goto", "go to"),
-        Binding("question_mark", "help", "help", key_display="?"),
+        NEXT_EVENT, PREV_EVENT, STEP_BACK, STEP_ON, SLOWER, FASTER, STEP_BACK_100, STEP_ON_100,
+        SEEK_START, SEEK_END, GOTO, HELP,
         Binding("escape", "back", "back"),
-        Binding("q", "quit", "quit"),
+        QUIT,
     ]
+    HELP_TITLE = "A/B replay keys"
+    HELP_FOOTER = ("Both runs move together. ◆ marks the first step where their decisions "
+                   "differ. Aligned on time, each run shows the last step it had finished by "
+                   "that moment of simulated time; g takes run A's step number.")
     DEFAULT_CSS = """
     CompareScreen AbortBanner {
         height: auto;
@@ -243,14 +241,6 @@ class CompareScreen(Screen):
     def index(self) -> int:
         return self.playhead.position
 
-    @property
-    def playing(self) -> bool:
-        return self.playhead.playing
-
-    @property
-    def speed(self) -> float:
-        return self.playhead.speed
-
     def steps(self) -> list[int]:
         """The step each run is at."""
         return [self.timeline.step_at(i, self.index) for i in range(len(self.views))]
@@ -376,25 +366,19 @@ class CompareScreen(Screen):
                     text.append(f"{letter}: {decisions_summary(record)}  ")
         return text
 
-    # -- actions: each one asks the playhead, then draws --------------------------------------
+    # -- the playhead's keys (tui.playhead_keys): positions are timeline indices ---------------
 
-    def action_play(self) -> None:
-        self.playhead.toggle(time.monotonic())
+    def repaint(self) -> None:
         self.redraw(force_plots=False)
 
-    def action_step(self, delta: int) -> None:
-        self.go(self.index + delta)
+    def goto_range(self) -> tuple[int, int]:
+        """Step numbers, of both runs (`g` takes run A's)."""
+        if not self.views[0].steps:
+            return 0, 0
+        return min(v.first_step for v in self.views), max(v.last_step for v in self.views)
 
-    def action_seek_start(self) -> None:
-        self.go(0)
-
-    def action_seek_end(self) -> None:
-        self.playhead.end()
-        self.moved()
-
-    def action_speed(self, factor: float) -> None:
-        self.playhead.scale_speed(factor)
-        self.redraw(force_plots=False)
+    def position_of_step(self, step: int) -> int:
+        return self.timeline.index_of_step(0, step)
 
     def find_event(self, index: int, direction: int) -> tuple[int, str] | None:
         """The nearest policy change, swap-out burst or abort of either run, that way."""
@@ -418,14 +402,6 @@ class CompareScreen(Screen):
             else max(found, key=lambda f: f[0])
         return timeline.index_of(x), f"{LETTERS[i]}: {text}"
 
-    def action_jump(self, direction: int) -> None:
-        text = self.playhead.jump(direction, self.find_event)
-        if text is None:
-            self.notify("no further event" if direction > 0 else "no earlier event", timeout=2)
-            return
-        self.moved()
-        self.notify(text, timeout=3)
-
     def action_first_difference(self) -> None:
         if self.difference is None:
             self.notify("the runs never differ", timeout=2)
@@ -444,27 +420,6 @@ class CompareScreen(Screen):
         self.notify(f"aligned on {'simulated time' if align == 'time' else 'step number'}",
                     timeout=2)
         self.redraw(force_plots=True)
-
-    def action_goto(self) -> None:
-        view = self.views[0]
-
-        def go(step: int | None) -> None:
-            if step is not None:
-                self.go(self.timeline.index_of_step(0, step))
-
-        first = min(v.first_step for v in self.views)
-        last = max(v.last_step for v in self.views)
-        self.app.push_screen(GotoStep(first, last) if view.steps else GotoStep(0, 0), go)
-
-    def action_help(self) -> None:
-        self.app.push_screen(HelpScreen(
-            "A/B replay keys", describe_bindings(self.BINDINGS),
-            "Both runs move together. ◆ marks the first step where their decisions differ. "
-            "Aligned on time, each run shows the last step it had finished by that moment of "
-            "simulated time; g takes run A's step number."))
-
-    def action_quit(self) -> None:
-        self.app.exit(0)
 
     def action_back(self) -> None:
         """Back to the screen this was opened from (a replay that forked); the fork goes on

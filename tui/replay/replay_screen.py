@@ -18,13 +18,12 @@ the recording is re-run in the background from the moment the screen opens
 
 from __future__ import annotations
 
-import time
-
 from textual.binding import Binding
 
 from tui.live.policy_picker import PolicyPicker
 from tui.messages import RunLoaded
 from tui.playhead import MAX_SPEED, MIN_SPEED
+from tui.playhead_keys import FASTER, PLAY, SLOWER
 from tui.replay.fork_action import ForkKeys
 from tui.run_screen import NAVIGATION, RunScreen
 from tui.run_source import RunSource
@@ -40,11 +39,11 @@ class ReplayScreen(ForkKeys, RunScreen):
     (tui.replay.fork_action)."""
 
     BINDINGS = [
-        Binding("space", "play", "play/pause", priority=True),
+        PLAY,
         Binding("f", "fork_fix", "fork with the fix here"),
         Binding("F", "fork_pick", "fork: pick policy"),
-        Binding("less_than_sign", "speed(0.5)", "slower", key_display="<"),
-        Binding("greater_than_sign", "speed(2)", "faster", key_display=">"),
+        SLOWER,
+        FASTER,
         *NAVIGATION,
     ]
     HELP_TITLE = "replay keys"
@@ -185,11 +184,6 @@ class ReplayScreen(ForkKeys, RunScreen):
             self.go(self.span()[1])
             return
         super().action_seek_end()
-
-    def action_play(self) -> None:
-        self.playhead.toggle(time.monotonic())
-        self._show_playhead()
-        self.draw()
 
     def redraw(self, force_plots: bool = True) -> None:
         """Paint now (tests and the benchmark call this directly)."""

@@ -20,6 +20,7 @@ from engine.conventions import pct_text
 from engine.kinds import kind_of
 from engine.safe_text import safe
 from engine.stream.records import EngineAborted
+from tui.widgets.redraw import Redrawn
 
 
 def late_text(late: LateFix, compact: bool) -> str:
@@ -39,7 +40,10 @@ def late_text(late: LateFix, compact: bool) -> str:
             f"running kept growing and kept swapping out.")
 
 
-class AbortBanner(Static):
+class AbortBanner(Redrawn, Static):
+    """Drawn from what the screen last showed it (tui.widgets.redraw), and again in the other
+    layout when `compact` changes."""
+
     DEFAULT_CSS = """
     AbortBanner {
         display: none;
@@ -55,29 +59,32 @@ class AbortBanner(Static):
     """
 
     compact: reactive[bool] = reactive(False)
+    _drawn: tuple | None = None  # the key of what is on screen
 
     def show(self, abort: EngineAborted | None, visible: bool, footer: str = "",
              late: LateFix | None = None, engine: str = "v0") -> None:
+        self.shown = (abort, visible, footer, late, engine)
+
+    def draw(self, abort: EngineAborted | None, visible: bool, footer: str,
+             late: LateFix | None, engine: str) -> None:
         on = abort is not None and visible
         key = (id(abort), on, footer, late, self.compact, engine)
-        if key == getattr(self, "_shown", None):
+        if key == self._drawn:
             return
-        self._shown = key
-        self._args = (abort, visible, footer, late, engine)
+        self._drawn = key
         self.set_class(on, "-visible")
         if not on or abort is None:
             return
         self.update(self.describe(abort, footer, late, self.compact, engine))
 
     def watch_compact(self) -> None:
-        args = getattr(self, "_args", None)
-        if args is not None:
-            self.show(*args)
+        if self.shown is not None:
+            self.draw(*self.shown)
 
     @property
     def late_shown(self) -> bool:
-        shown = getattr(self, "_shown", None)
-        return bool(shown and shown[1] and shown[3] is not None)
+        drawn = self._drawn
+        return bool(drawn and drawn[1] and drawn[3] is not None)
 
     @staticmethod
     def describe(abort: EngineAborted, footer: str, late: LateFix | None,

@@ -26,6 +26,7 @@ from textual.widget import Widget
 
 from engine.safe_text import safe
 from tui.run_view import Event, RunView
+from tui.widgets.redraw import Redrawn
 from tui.widgets.theme import Roles, component_roles, unstyled
 
 LEVEL_ROLES = {"info": "", "warning": "warning", "error": "error"}
@@ -118,8 +119,9 @@ def entry_text(entry: Entry, roles: Roles = unstyled) -> Text:
     return text
 
 
-class EventLog(Widget):
-    """The last events up to a step, newest at the bottom, wrapped to the width."""
+class EventLog(Redrawn, Widget):
+    """The last events up to a step, newest at the bottom, wrapped to the width; drawn from
+    what the screen last showed it (tui.widgets.redraw), as many as its height holds."""
 
     DEFAULT_CSS = """
     EventLog {
@@ -143,8 +145,6 @@ class EventLog(Widget):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._view: RunView | None = None
-        self._step: int | None = None
         self._key: tuple | None = None
         self._entries: list[Entry] = []
         self._hidden_info = 0
@@ -157,16 +157,20 @@ class EventLog(Widget):
         self.border_title = f"events{hidden}"
 
     def watch_show_info(self) -> None:
-        self._key = None
-        if self._view is not None:
-            self.show_until(self._view, self._step)
+        self.forget()
+        if self.shown is not None:
+            self.draw(*self.shown)
 
     def show_until(self, view: RunView, step: int | None) -> None:
         """Events at or before `step` (None: all of them)."""
+        self.shown = (view, step)
+
+    def draw(self, view: RunView, step: int | None) -> None:
+        # the height is in the key: a resize that shows more or fewer lines fetches again
         key = (id(view), len(view.events), step, self.show_info, self.size.height)
         if key == self._key:
             return
-        self._key, self._view, self._step = key, view, step
+        self._key = key
         limit = max(8, self.size.height) * FETCH_FACTOR
         events = view.events[-limit:] if step is None else view.events_until(step, limit)
         self._hidden_info = 0 if self.show_info else sum(map(is_info_log, events))
@@ -177,9 +181,8 @@ class EventLog(Widget):
     def visible_texts(self) -> list[str]:
         return [entry.event.text for entry in self._entries]
 
-    def on_resize(self) -> None:
-        if self._view is not None:
-            self.show_until(self._view, self._step)
+    def forget(self) -> None:
+        self._key = None
 
     def render(self) -> RenderableType:
         width, height = self.size.width, self.size.height

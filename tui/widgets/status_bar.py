@@ -32,6 +32,7 @@ from engine.safe_text import safe
 from engine.stream.records import StepRecord
 from engine.stream.timeaxis import SIM, axis_of
 from tui.run_view import RunView
+from tui.widgets.redraw import Redrawn
 from tui.widgets.theme import Roles, component_roles, unstyled
 
 POLICY_ROLES = {"off": "policy-off", "strict": "policy-strict", "watermark": "policy-watermark",
@@ -187,7 +188,7 @@ STATUS_ROLES = ("policy-off", "policy-strict", "policy-watermark", "policy-reser
 """Every role the status lines style text by; each is a `status-bar--ROLE` component class."""
 
 
-class StatusBar(Static):
+class StatusBar(Redrawn, Static):
     """Two lines rendered from a RunView, a Status and the runway forecast."""
 
     COMPONENT_CLASSES = {f"status-bar--{role}" for role in STATUS_ROLES}
@@ -299,37 +300,27 @@ class StatusBar(Static):
     """
 
     status: Status | None = None  # the last Status shown (the help screen reads the path)
+    _key: tuple | None = None  # what the text was last composed from (width included)
+    _last_plain: str | None = None  # the text last put on screen, unstyled
 
     def show(self, view: RunView, status: Status, runway: Runway | None = None) -> None:
         self.status = status
-        self._args = (view, status, runway)
+        self.shown = (view, status, runway)  # drawn by Redrawn, and again on a resize or theme
+
+    def draw(self, view: RunView, status: Status, runway: Runway | None) -> None:
         width = self.content_size.width or 158
         key = (id(view), view.version, view.cursor, status, runway, width)
-        if key == getattr(self, "_key", None):
+        if key == self._key:
             return  # the screens call this on every tick; most ticks change nothing here
         self._key = key
         text = self.compose_text(view, status, runway, width,
                                  component_roles(self, "status-bar"))
-        if text.plain != getattr(self, "_last_plain", None):
+        if text.plain != self._last_plain:
             self._last_plain = text.plain
             self.update(text, layout=False)  # fixed height: no layout pass, which is costly
 
-    def redraw(self) -> None:
+    def forget(self) -> None:
         self._key = self._last_plain = None
-        args = getattr(self, "_args", None)
-        if args is not None:
-            self.show(*args)
-
-    def on_resize(self) -> None:
-        args = getattr(self, "_args", None)
-        if args is not None:
-            self.show(*args)
-
-    def notify_style_update(self) -> None:
-        """A new theme: the text was styled with the old one's colours."""
-        super().notify_style_update()
-        if self.is_mounted:
-            self.call_later(self.redraw)
 
     @staticmethod
     def compose_text(view: RunView, status: Status, runway: Runway | None = None,

@@ -20,6 +20,7 @@ from engine.conventions import pct_text, request_ids
 from engine.safe_text import safe
 from engine.stream.records import EngineAborted, StepRecord, V1StepRecord
 from engine.stream.timeaxis import SIM, TimeAxis
+from tui.widgets.redraw import Redrawn
 from tui.widgets.theme import Roles, component_roles, unstyled
 
 
@@ -28,7 +29,7 @@ def _ids(ids: list[str], limit: int = 40) -> str:
     return safe(request_ids(ids, limit))  # ids come from a file
 
 
-class StepDetail(Static):
+class StepDetail(Redrawn, Static):
     """The full record of one step."""
 
     DEFAULT_CSS = """
@@ -47,22 +48,27 @@ class StepDetail(Static):
     COMPONENT_CLASSES = {"step-detail--out", "step-detail--ignored", "step-detail--held",
                          "step-detail--repeat"}
 
-    _args: tuple | None = None  # the last show()'s arguments: a resize or a theme redraws them
+    _drawn: tuple | None = None  # the key of what is on screen
 
     def on_mount(self) -> None:
         self.border_title = "step detail"
-        self._shown: tuple[int, bool] | None = None
+        self._drawn = None
 
     def show(self, step: StepRecord | None, *, pinned: bool = False,
              show_wall: bool = True, axis: TimeAxis = SIM, stall: Stall | None = None,
              abort: EngineAborted | None = None) -> None:
         """`abort`: `step` is the step vLLM raised in (engine.conventions), described as the
         state vLLM left, with no decisions."""
-        key = (step.step if step is not None else -1, pinned, stall, abort is not None)
-        self._args = (step, pinned, show_wall, axis, stall, abort)
-        if key == self._shown:
+        self.shown = (step, pinned, show_wall, axis, stall, abort)  # drawn by Redrawn
+
+    def draw(self, step: StepRecord | None, pinned: bool, show_wall: bool, axis: TimeAxis,
+             stall: Stall | None, abort: EngineAborted | None) -> None:
+        # the width is in the key: another one may need (or no longer need) hanging values
+        key = (step.step if step is not None else -1, pinned, stall, abort is not None,
+               self.content_size.width)
+        if key == self._drawn:
             return
-        self._shown = key
+        self._drawn = key
         self.border_title = f"step {step.step:,}{' (pinned, esc unpins)' if pinned else ''}" \
             if step is not None else "step detail"
         # Fixed height: skip the layout pass Static.update does by default.
@@ -81,21 +87,8 @@ class StepDetail(Static):
             return text
         return hanging(text, V1_LABEL if type(step) is V1StepRecord else V0_LABEL)
 
-    def on_resize(self) -> None:
-        """Another width may need (or no longer need) the hanging values."""
-        if self._args is not None and self.is_mounted:
-            self._redraw()
-
-    def notify_style_update(self) -> None:
-        """A new theme: describe the step again in its colours."""
-        super().notify_style_update()
-        if self._args is not None and self.is_mounted:
-            self.call_later(self._redraw)
-
-    def _redraw(self) -> None:
-        step, pinned, show_wall, axis, stall, abort = self._args
-        self._shown = None
-        self.show(step, pinned=pinned, show_wall=show_wall, axis=axis, stall=stall, abort=abort)
+    def forget(self) -> None:
+        self._drawn = None
 
     @staticmethod
     def describe(s: StepRecord, show_wall: bool = True, axis: TimeAxis = SIM,

@@ -109,7 +109,7 @@ class V0Driver:
         return record
 
     def set_policy(self, policy: Policy, source: str) -> None:
-        self.hook.set_policy(policy, source)  # applied by the hook when the next step schedules
+        self.hook.switch(policy, source)  # asked by the Session; applied at the next step
 
     def abort_state(self) -> dict[str, int]:
         return abort_state(self.scheduler)

@@ -43,7 +43,7 @@ class V1Driver:
         self.max_model_len = built.max_model_len
         self.engine_config = built.engine_config
         self.count_tokens = None
-        self.hook = v1_hooks.attach(built.scheduler, policy)
+        self.hook = v1_hooks.attach(built.scheduler, policy, asked=True)  # by the Session
         self.reader = StepReader(built.scheduler)
         self.exec_timer = exec_timing.ExecTimer(built.engine_core)
         self._params: dict[int, Any] = {}  # max_tokens -> SamplingParams
@@ -79,7 +79,7 @@ class V1Driver:
                 or not self.engine.reset_prefix_cache()):
             return False
         self.hook.detach()
-        self.hook = v1_hooks.attach(self.scheduler, policy)
+        self.hook = v1_hooks.attach(self.scheduler, policy)  # before its Session asks
         self.reader = StepReader(self.scheduler)
         self.spec = spec
         self._params.clear()
@@ -167,7 +167,7 @@ class V1Driver:
         return record
 
     def set_policy(self, policy: Policy, source: str) -> None:
-        self.hook.set_policy(policy, source)  # applied when the next step schedules
+        self.hook.switch(policy, source)  # asked by the Session; applied at the next step
 
     def abort_state(self) -> dict[str, int]:
         return abort_state(self.scheduler, self.tier)

@@ -61,8 +61,8 @@ import msgspec
 from engine.adapters.driver import HookError  # the Session catches it: our bug, not vLLM's
 from engine.adapters.hook_base import OwnCode, PolicySwitch
 from engine.adapters.v1.current import fam
-from engine.adapters.policy_support import require_async_sim, require_scan_skip
-from engine.policy import Policy, parse_policy
+from engine.adapters.policy_support import INSTALLED
+from engine.policy import Policy, PolicyEngine, parse_policy, require_capable
 
 
 _OWN_PREEMPT = OwnCode("hook _preempt_request")
@@ -124,13 +124,6 @@ class V1SchedulerHook(PolicySwitch):
         # while fewer are free)
         self.skipping: dict[str, int] = {}
         self._scan_skip = False  # the skip gate is on vLLM's scan (sync_policy says when)
-
-    def set_policy(self, policy: str | Policy, source: str = "api") -> None:
-        """Ask for `policy` from the next step on (any thread); one this release cannot apply
-        is refused here, in the asker's thread, never inside vLLM's step."""
-        policy = parse_policy(policy)
-        self.require(policy)
-        super().set_policy(policy, source)
 
     def require(self, policy: Policy) -> None:
         require_on(self.scheduler, policy)
@@ -432,22 +425,30 @@ class V1SchedulerHook(PolicySwitch):
             running.append(running.pop(best))
 
 
-def require_on(scheduler: Any, policy: Policy) -> None:
-    """Raise ConfigError (one line) if `policy` cannot act on this scheduler's engine: a rule
-    this release has no way in for, or `per-iteration-count` on an engine without async
-    scheduling or with a real model runner. Asked before anything changes (attach, and every
-    live switch in the asker's thread), so a refusal never reaches vLLM's step."""
-    require_scan_skip(policy)
+def scheduler_engine(scheduler: Any) -> PolicyEngine:
+    """The engine `scheduler` runs in, as engine.policy asks it: whether it schedules
+    asynchronously and runs the sim is read from vLLM's configs on a release whose sim can
+    schedule asynchronously (before that, per-iteration-count is refused on the release)."""
     if fam.HAS_ASYNC_SIM:
-        require_async_sim(policy, fam.is_async(scheduler), fam.runs_sim(scheduler))
-    else:
-        require_async_sim(policy)
+        return PolicyEngine("v1", INSTALLED, fam.is_async(scheduler), fam.runs_sim(scheduler))
+    return PolicyEngine("v1", INSTALLED)
 
 
-def attach(scheduler: Any, policy: str | Policy = "off") -> V1SchedulerHook:
-    """Instrument `scheduler` in place and return the handle that controls the policy."""
+def require_on(scheduler: Any, policy: Policy) -> None:
+    """Raise ConfigError (one line) if `policy` cannot act on this scheduler's engine
+    (engine.policy.require_capable). Asked where no spec was (an engine a user's program
+    built: attach, and its switches, in the asker's thread), so a refusal never reaches
+    vLLM's step."""
+    require_capable(policy, scheduler_engine(scheduler))
+
+
+def attach(scheduler: Any, policy: str | Policy = "off", *,
+           asked: bool = False) -> V1SchedulerHook:
+    """Instrument `scheduler` in place and return the handle that controls the policy.
+    `asked`: the caller has asked engine.policy already (a Session, of its spec's engine)."""
     policy = parse_policy(policy)
-    require_on(scheduler, policy)
+    if not asked:
+        require_on(scheduler, policy)
     hook = V1SchedulerHook(scheduler, policy)
     hook._install()
     hook.sync_policy()
