@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.adapters import release_table  # noqa: E402
-from engine.adapters.versions import (KNOWN, REFUSED, TRY_FAMILY, TRY_RELEASE,  # noqa: E402
+from engine.adapters.versions import (KNOWN, TRY_FAMILY, TRY_RELEASE,  # noqa: E402
                                       Release)
 
 RANGE = ("0.18.0", "0.18.1", "0.19.0", "0.19.1", "0.20.0", "0.20.1", "0.20.2", "0.21.0",

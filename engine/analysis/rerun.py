@@ -169,7 +169,7 @@ def _base_fields(header: Any) -> dict[str, Any]:
     """The engine fields of the recording's re-run, as a RunSpec dict."""
     if is_own_sim_run(header) or (header.backend == "gpu"
                                   and "attached" not in (header.engine_config or {})):
-        own = RunSpec.from_dict(header.spec, where=f"the header's spec").to_dict()
+        own = RunSpec.from_dict(header.spec, where="the header's spec").to_dict()
         fields = {k: own[k] for k in ENGINE_FIELDS if k in own}
         fields["preset"] = own.get("preset", "seed-5578")
         if header.backend == "gpu":  # its vLLM settings; the sim's shape of its model

@@ -15,7 +15,7 @@ to go. The recording's full path is in the help screen (`?`), not here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 from rich.cells import cell_len
@@ -25,7 +25,7 @@ from textual.widgets import Static
 from engine.analysis.runway import Runway
 from engine.analysis.reasons import reason_text
 from engine.analysis.seats import recent_underfill
-from engine.analysis.stall import Stall, admission_stall, seat_limit, stall_text
+from engine.analysis.stall import admission_stall, seat_limit, stall_text
 from engine.conventions import pct_text, ratio_text
 from engine.run_state import RunState
 from engine.safe_text import safe
