@@ -118,6 +118,21 @@ class EngineDriver(EngineTap, Protocol):
         """Govern the next step with `policy` (already checked for this kind)."""
 
 
+class BuiltDriver:
+    """What every driver keeps of the engine its kind's build made (both builds' results answer
+    these names), set once here so that the two drivers' constructors say only what differs."""
+
+    def __init__(self, spec: RunSpec, built: Any) -> None:
+        self.spec = spec
+        self.built = built
+        self.engine = built.engine
+        self.scheduler = built.scheduler
+        self.vllm_version = built.vllm_version
+        self.model = built.model
+        self.max_model_len = built.max_model_len
+        self.engine_config = built.engine_config
+
+
 def import_vllm(spec: RunSpec) -> None:
     """Import the installed release's adapter family, and vLLM and torch with it (seconds:
     the first start-up stage a user waits through, named apart from building the engine).

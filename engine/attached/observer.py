@@ -42,7 +42,7 @@ from engine.analysis import progress
 from engine.analysis.stall import ENDED, STARTED, StallWatch, seat_limit
 from engine.costmodel import CostModel
 from engine.errors import ConfigError, first_line
-from engine.host.outbox import Outbox
+from engine.host.outbox import Outbox, ServesOutbox
 from engine.host.recording import RecordingController
 from engine.host.scribe_pipe import open_recorder
 from engine.kinds import kind_of
@@ -68,7 +68,7 @@ def say_on_stderr(message: str) -> None:
         pass
 
 
-class Observer:
+class Observer(ServesOutbox):
     """The stream of one attached engine (`tap`: V0Tap or V1Tap), named `name`
     (host/pid/engine-index)."""
 
@@ -116,25 +116,6 @@ class Observer:
         # the file's growing size goes out about once a second, as `run`'s host does (without
         # this a client's REC showed the size at the header: 3 kB of a 458 kB file)
         self.recording.watch(self._stopped)
-
-    # ---- what the server needs of a host (engine.stream.server, fanout) -------------------
-    @property
-    def last_state(self) -> StateChanged:
-        return self.outbox.last_state
-
-    @property
-    def last_recording(self) -> RecordingStatus:
-        return self.outbox.last_recording
-
-    @property
-    def last_progress(self):  # noqa: ANN201
-        return self.outbox.last_progress
-
-    def add_listener(self, listener) -> None:  # noqa: ANN001
-        self.outbox.add_listener(listener)
-
-    def remove_listener(self, listener) -> None:  # noqa: ANN001
-        self.outbox.remove_listener(listener)
 
     def submit(self, command: Any, source: str, reply: Callable[[Ack], None] | None = None,
                *, allow_path: bool = False) -> None:

@@ -9,16 +9,16 @@ callers use (engine.child, `run` and `serve`, the server, the tests).
 from __future__ import annotations
 
 from engine.host.loop import EngineLoop
-from engine.host.outbox import ItemSink, LineListener, Outbox
+from engine.host.outbox import ItemSink, LineListener, Outbox, ServesOutbox
 from engine.host.recording import RecordingController
 from engine.host.router import CommandRouter, Reply
 from engine.run_state import RunState
 from engine.spec import RunSpec
-from engine.stream.protocol import Command, Policies, Progress, RecordingStatus, StateChanged
+from engine.stream.protocol import Command, RecordingStatus
 from engine.stream.records import RunFinished
 
 
-class EngineHost:
+class EngineHost(ServesOutbox):
     """Run `spec` and record it to `record` (a path, "-" for stdout, or None for no recording)."""
 
     def __init__(self, spec: RunSpec, record: str | None, *, freeze_gc: bool = True,
@@ -41,8 +41,6 @@ class EngineHost:
         self.install_signal_handlers = self.loop.install_signal_handlers
         self.open_recording = self.recording.open
         self.subscribe = self.outbox.subscribe
-        self.add_listener = self.outbox.add_listener
-        self.remove_listener = self.outbox.remove_listener
 
     # ---- what the run is doing ------------------------------------------------------------
     @property
@@ -60,22 +58,6 @@ class EngineHost:
     @property
     def state(self) -> RunState:
         return self.loop.state
-
-    @property
-    def last_progress(self) -> Progress | None:
-        return self.outbox.last_progress
-
-    @property
-    def last_state(self) -> StateChanged:
-        return self.outbox.last_state
-
-    @property
-    def last_recording(self) -> RecordingStatus:
-        return self.outbox.last_recording
-
-    @property
-    def last_policies(self) -> Policies | None:
-        return self.outbox.last_policies
 
     @property
     def closed_recordings(self) -> list[RecordingStatus]:

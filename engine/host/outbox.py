@@ -89,3 +89,34 @@ class Outbox:
                 if sink in self._sinks:
                     self._sinks.remove(sink)
                 self.on_failure(sink, exc)
+
+
+class ServesOutbox:
+    """What a server needs of the host it serves (engine.stream.server, fan-out), read from
+    the host's `outbox`: the latest of each service message, for a client that attaches
+    late, and the listeners its lines go to. EngineHost (a run it drives) and the attached
+    Observer (an engine someone else drives) both serve one."""
+
+    outbox: Outbox
+
+    @property
+    def last_state(self) -> StateChanged:
+        return self.outbox.last_state
+
+    @property
+    def last_recording(self) -> RecordingStatus:
+        return self.outbox.last_recording
+
+    @property
+    def last_progress(self) -> Progress | None:
+        return self.outbox.last_progress
+
+    @property
+    def last_policies(self) -> Policies | None:
+        return self.outbox.last_policies
+
+    def add_listener(self, listener: LineListener) -> None:
+        self.outbox.add_listener(listener)
+
+    def remove_listener(self, listener: LineListener) -> None:
+        self.outbox.remove_listener(listener)

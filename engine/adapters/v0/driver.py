@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.adapters import exec_timing
-from engine.adapters.driver import Arrived
+from engine.adapters.driver import Arrived, BuiltDriver
 from engine.adapters.v0 import hooks as vllm_hooks
 from engine.adapters.v0.build import build_engine
 from engine.adapters.v0.request_facts import RequestFactsReader, added_groups
@@ -20,19 +20,12 @@ from engine.stream.records import StepRecord
 from engine.workload import Request
 
 
-class V0Driver:
+class V0Driver(BuiltDriver):
     kind = "v0"
 
     def __init__(self, spec: RunSpec, policy: Policy) -> None:
         built = build_engine(spec)
-        self.spec = spec
-        self.built = built
-        self.engine = built.engine
-        self.scheduler = built.scheduler
-        self.vllm_version = built.vllm_version
-        self.model = built.model
-        self.max_model_len = built.max_model_len
-        self.engine_config = built.engine_config
+        super().__init__(spec, built)
         self.count_tokens = built.count_tokens
         self.hook = vllm_hooks.attach(built.scheduler, policy)
         self.exec_timer = exec_timing.attach(built.engine, spec.backend)

@@ -13,7 +13,7 @@ from engine.adapters import exec_timing
 from engine.adapters.v1.current import fam
 from engine.adapters.v1 import hooks as v1_hooks
 from engine.adapters.v1 import tier as v1_tier
-from engine.adapters.driver import Arrived, RequestFacts
+from engine.adapters.driver import Arrived, BuiltDriver, RequestFacts
 from engine.adapters.v1.build import build_engine
 from engine.adapters.v1.request_facts import RequestFactsReader
 from engine.adapters.v1.step_record import StepReader, abort_state
@@ -29,19 +29,12 @@ _REQUEST_ID = attrgetter("request_id")  # of vLLM's public RequestOutput: read i
 _FINISHED = attrgetter("finished")
 
 
-class V1Driver:
+class V1Driver(BuiltDriver):
     kind = "v1"
 
     def __init__(self, spec: RunSpec, policy: Policy) -> None:
         built = build_engine(spec)
-        self.spec = spec
-        self.built = built
-        self.engine = built.engine
-        self.scheduler = built.scheduler
-        self.vllm_version = built.vllm_version
-        self.model = built.model
-        self.max_model_len = built.max_model_len
-        self.engine_config = built.engine_config
+        super().__init__(spec, built)
         self.count_tokens = None
         self.hook = v1_hooks.attach(built.scheduler, policy, asked=True)  # by the Session
         self.reader = StepReader(built.scheduler)
