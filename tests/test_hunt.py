@@ -115,6 +115,37 @@ def test_thrash_starvation_and_livelock_fire_once_each():
     assert live.step == 5 and "3 steps in a row" in live.what
 
 
+def _v1_step(i: int, waiting: int):
+    """A V1 step that admits no one while `waiting` requests wait behind a head refused for
+    KV blocks, one running, 60% of the cache free (every other field empty)."""
+    from engine.stream.records import V1StepRecord
+
+    empty = {"list": [], "bool": False, "str": ""}
+    fields = {f.name: empty.get(getattr(f.type, "__name__", ""), 0)
+              for f in msgspec.structs.fields(V1StepRecord) if f.required}
+    fields.update(step=i, sim_s=0.01 * i, policy="off", running=1, waiting=waiting,
+                  gpu_used=400, gpu_total=1000, batched_tokens=1, token_budget=256,
+                  head_reason="kv_blocks")
+    return V1StepRecord(**fields)
+
+
+@pytest.mark.parametrize("waiting, queue", [(1, "alone"), (3, "with a queue behind")])
+def test_a_stalls_key_says_whether_a_queue_waits_behind_the_refused_head(waiting, queue):
+    """Head-of-line blocking is a refused head with others behind it; one request refused
+    alone is the full-ISL rule's cost. The key tells them apart, so a shrink of the one does
+    not end as the other."""
+    from engine.stream.records import Header
+
+    d = Detectors()
+    d.add(Header(schema=1, observatory_version="", vllm_version="0.34.0", backend="sim",
+                 model="", spec={}, engine_config={"scheduler": {"max_num_seqs": 8}},
+                 started_at="", host="", engine="v1"))
+    for i in range(120):
+        d.add(_v1_step(i, waiting))
+    (hit,) = [h for h in d.hits if h.detector == "stall"]
+    assert hit.state == f"kv_blocks {queue}" and hit.step == 99
+
+
 # ---------------------------------------------------------------------- the real scheduler
 def _tiny_abort() -> Case:
     """One request of 8 samples whose group outgrows a swap space of 16 blocks (found by
