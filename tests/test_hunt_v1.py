@@ -18,7 +18,7 @@ if V1_INSTALLED:
 
 
 def test_a_reused_v1_engine_makes_the_records_a_new_one_makes(tmp_path):
-    """Seed 1's first engine batch (prefix caching on, llama-16k, 2 seats): four workloads
+    """Seed 1's first engine batch (prefix caching on, llama-16k, 16 seats): four workloads
     on one engine, reset between them, each as on an engine of its own."""
     assert_reuse_is_invisible(seed=1, workloads=4, tmp=tmp_path)
 

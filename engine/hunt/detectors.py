@@ -6,7 +6,8 @@
 - `exception`: anything else vLLM raised out of its step or refused at `add_request` (an
   AssertionError in its scheduler or KV manager is a bug found).
 - `stall`: the admission watchdog's rule (engine.analysis.stall): no admission for its
-  MIN_STEPS while requests wait and a seat and half the KV cache are free.
+  MIN_STEPS while requests wait and a seat and half the KV cache are free. Its state says
+  whether the refused head waited alone or with a queue behind it (head-of-line blocking).
 - `livelock`: LIVELOCK_STEPS steps in a row that schedule no token while requests wait, the
   budget is unused and no CPU-tier transfer is pending; or the no-progress guard ended the run.
 - `thrash`: one request preempted THRASH_PREEMPTIONS times (#25538's shape).
@@ -59,6 +60,14 @@ def _words(text: str) -> str:
 
 def _head(s) -> str:  # noqa: ANN001
     return getattr(s, "head_reason", None) or ("swapped" if s.swapped else "waiting")
+
+
+def _queue(waiting: int) -> str:
+    """A stall's queue, in its key: one request refused alone (its prompt does not fit beside
+    the running ones: the full-ISL rule's cost) or a head refused with others waiting behind it
+    (head-of-line blocking, #31731's shape). A shrink keeps the one it started from, so a
+    head-of-line stall is not shrunk down to its lone head."""
+    return " alone" if waiting <= 1 else " with a queue behind"
 
 
 class Detectors:
@@ -158,4 +167,4 @@ class Detectors:
                 f"no admission for {stall.steps} steps (since step {stall.since}) while "
                 f"{stall.waiting} requests waited with {stall.free_pct:.0f}% of the KV cache "
                 f"free" + (f"; the head request waited for {stall.reason}" if stall.reason
-                           else "")), state=_head(s)))
+                           else "")), state=_head(s) + _queue(stall.waiting)))

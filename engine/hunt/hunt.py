@@ -37,6 +37,7 @@ class Finding:
     requests: int  # in the workload that hit
     case: Case
     outcome: Outcome
+    found_s: float = 0.0  # seconds into the hunt when its workload's result was taken
     repeats: int = 0  # later workloads with the same key
     minimal: Case | None = None
     minimal_outcome: Outcome | None = None
@@ -119,7 +120,8 @@ def run_hunt(pool: Any, *, seed: int, workloads: int, budget_s: float, policy: s
             while committed in arrived:
                 result = arrived.pop(committed)
                 committed += 1
-                _take(result, report, seen, shrinks, waiting_shrink, shrink_tries, seed)
+                _take(result, report, seen, shrinks, waiting_shrink, shrink_tries, seed,
+                      time.monotonic() - start)
                 advance(report.workloads, len(report.findings))
     finally:
         pool.close()
@@ -128,7 +130,7 @@ def run_hunt(pool: Any, *, seed: int, workloads: int, budget_s: float, policy: s
 
 
 def _take(result: Result, report: HuntReport, seen: dict, shrinks: list[Task],
-          waiting: dict[int, Finding], tries: int, seed: int) -> None:
+          waiting: dict[int, Finding], tries: int, seed: int, elapsed: float) -> None:
     report.workloads += 1
     outcome, case = result.outcome, result.case
     if outcome is None or case is None:
@@ -147,7 +149,8 @@ def _take(result: Result, report: HuntReport, seen: dict, shrinks: list[Task],
             seen[key].repeats += 1
             continue
         finding = Finding(hit=hit, policy=case.policy, index=case.index,
-                          requests=len(case.rows), case=case, outcome=outcome)
+                          requests=len(case.rows), case=case, outcome=outcome,
+                          found_s=elapsed)
         seen[key] = finding
         report.findings.append(finding)
         number = len(report.findings) - 1

@@ -57,7 +57,8 @@ class HuntProgress:
 
 def table(report: HuntReport) -> str:
     """The summary: totals, then one row per finding (detector, policy, workload, requests
-    before and after shrinking, step, repeats, reproduced), then each bundle's path."""
+    before and after shrinking, step, repeats, reproduced, seconds into the hunt when its
+    workload was taken), then each bundle's path."""
     ran = report.workloads - report.refused
     rate = ran / report.elapsed_s if report.elapsed_s else 0.0
     lines = [f"hunt seed {report.seed} on vLLM {report.vllm}"
@@ -73,7 +74,7 @@ def table(report: HuntReport) -> str:
         lines.append(f"  nothing found in {ran} workloads")
         return "\n".join(lines)
     header = f"{'#':>2} {'detector':<14}{'policy':<16}{'workload':>8} {'requests':>9} " \
-             f"{'step':>6} {'seen':>5} {'repro':>5}"
+             f"{'step':>6} {'seen':>5} {'repro':>5} {'at s':>5}"
     lines += ["", header, "-" * len(header)]
     for number, f in enumerate(report.findings, 1):
         small = len(f.minimal.rows) if f.minimal is not None else f.requests
@@ -81,7 +82,7 @@ def table(report: HuntReport) -> str:
         lines.append(f"{number:>2} {f.hit.detector:<14}{f.policy[:15]:<16}{f.index:>8} "
                      f"{f'{f.requests}->{small}':>9} "
                      f"{(step or f.hit).step:>6} {f.repeats + 1:>5} "
-                     f"{'yes' if f.reproduced else 'no':>5}")
+                     f"{'yes' if f.reproduced else 'no':>5} {f.found_s:>5.0f}")
     lines.append("")
     for number, f in enumerate(report.findings, 1):
         lines.append(f"{number:>2} {f.bundle or '(not bundled)'}"[:WIDTH])
@@ -99,5 +100,6 @@ def to_json(report: HuntReport) -> str:
                       "state": f.hit.state, "what": f.hit.what, "requests": f.requests,
                       "minimal_requests": len(f.minimal.rows) if f.minimal else None,
                       "repeats": f.repeats, "bundle": str(f.bundle) if f.bundle else None,
-                      "reproduced": f.reproduced, "shrink_runs": f.tries}
+                      "reproduced": f.reproduced, "shrink_runs": f.tries,
+                      "found_s": round(f.found_s, 1)}
                      for f in report.findings]}, indent=2)
