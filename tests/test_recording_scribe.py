@@ -195,6 +195,9 @@ def test_a_writer_that_restored_sigpipe_survives_a_dead_scribe(tmp_path):
         from engine.stream.records import encode
 
         recorder = ScribeRecorder(sys.argv[1], make_header())
+        # the process started forks the scribe and exits: until it has, it too holds the
+        # socket's other end, and a write would still be taken (a loaded machine showed it)
+        recorder._proc.wait(timeout=30)
         assert recorder.running.wait(30)
         gone = os.pidfd_open(recorder.scribe_pid)  # readable once it has exited, its files
         os.kill(recorder.scribe_pid, signal.SIGKILL)  # (the socket's end) released
