@@ -49,7 +49,7 @@ def test_an_unsupported_version_names_the_nearest_release_and_its_command(monkey
     assert "\n" not in message and "no vLLM is installed" in message
     for release in SUPPORTED:
         assert release.version in message and release.install in message
-    for found in ("0.4.3", "0.6.5", "0.17.1", "0.33.1", "0.99.0"):
+    for found in ("0.4.3", "0.8.2", "0.17.1", "0.33.1", "0.99.0"):
         monkeypatch.setattr(versions, "installed_version", lambda: found)
         with pytest.raises(EngineError) as error:
             versions.require_supported()
