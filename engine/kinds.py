@@ -28,7 +28,8 @@ class EngineKind:
     # watermark). V1 recomputes; its CPU tier, where a run has one, is a prefix cache.
     swaps: bool
     # The admission-stall watchdog (engine.analysis.stall.StallWatch): V1's scheduler can leave
-    # free seats empty while a request waits (#25538); V0's stalls are its swap runway's.
+    # free seats empty while a request waits (#53130, #31731); V0's stalls are its swap
+    # runway's.
     watches_stalls: bool
     # A request of n samples is n requests to the scheduler (V1's front end fans it out); V0
     # schedules one group of n sequences.
