@@ -112,15 +112,15 @@ HOW: dict[str, How] = {
                 "(Ray binds the machine's interface: tests/test_sweep_ray.py runs it in a "
                 "network namespace; sweeps/README.md says how the shipped grid was made)"),
     # the hunt: exit 1 means it found something (docs/guides/hunt.md), 0 that it did not
-    "observatory hunt --seed 5 --budget 600 -o hunt-seed-5":
-        How(run="observatory hunt --seed 5 --workloads 4 --serial -o hunt-seed-5 "
+    "observatory hunt --seed 3 --budget 600 -o hunt-seed-3":
+        How(run="observatory hunt --seed 3 --workloads 4 --serial -o hunt-seed-3 "
                 "|| test $? -eq 1",
             why=f"600 s on Ray: the same seed's first 4 workloads in this process ({HUNT_RAY})"),
-    "observatory hunt --seed 5 --workloads 64 --serial":
-        How(run="observatory hunt --seed 5 --workloads 4 --serial || test $? -eq 1",
+    "observatory hunt --seed 3 --workloads 64 --serial":
+        How(run="observatory hunt --seed 3 --workloads 4 --serial || test $? -eq 1",
             why="64 workloads are minutes: the first 4"),
-    "observatory hunt --seed 5 --policy whole-context":
-        How(run="observatory hunt --seed 5 --policy whole-context --workloads 2 --serial "
+    "observatory hunt --seed 3 --policy whole-context":
+        How(run="observatory hunt --seed 3 --policy whole-context --workloads 2 --serial "
                 "|| test $? -eq 1", engine="v1",
             why=f"a V1 policy: the first 2 workloads in this process ({HUNT_RAY})"),
     "observatory hunt --address HEAD:6379 --budget 3600":

@@ -100,7 +100,7 @@ def _step(i: int, **over: Any) -> StepRecord:
 
 
 def test_thrash_starvation_and_livelock_fire_once_each():
-    d = Detectors(thrash=2, starve=2, livelock=3)
+    d = Detectors(thrash=2, starve=2, livelock=3, starve_steps=2)
     d.add(Arrivals(step=0, sim_s=0, source="workload", request_ids=["a", "b", "c", "d"],
                    prompt_tokens=[1] * 4, arrival_s=[0.0] * 4))
     d.add(_step(0, prefills=[("b", 1), ("c", 1), ("d", 1)], recomputed=["b"]))
@@ -115,9 +115,28 @@ def test_thrash_starvation_and_livelock_fire_once_each():
     assert live.step == 5 and "3 steps in a row" in live.what
 
 
-def _v1_step(i: int, waiting: int):
+def test_a_request_passed_for_a_step_or_two_is_not_starved():
+    """Seed 11's workload 1219 on 0.24.0: two requests waited two steps for their prefixes to
+    load from the CPU tier while 31 one-token requests that arrived after them came and went.
+    Starvation needs STARVE_STEPS steps of waiting as well as STARVE_FINISHED passing."""
+    from engine.hunt.detectors import STARVE_STEPS
+
+    later = [str(i) for i in range(1, 20)]
+    for waits, fires in ((2, False), (STARVE_STEPS + 1, True)):
+        d = Detectors(starve=16)
+        d.add(Arrivals(step=0, sim_s=0, source="workload", request_ids=["slow", *later],
+                       prompt_tokens=[1] * 20, arrival_s=[0.0] * 20))
+        d.add(_step(0, prefills=[(r, 1) for r in later], finished=later))
+        for i in range(1, waits):
+            d.add(_step(i))
+        d.add(_step(waits, prefills=[("slow", 1)], finished=["slow"]))
+        assert [h.step for h in d.hits if h.detector == "starvation"] == \
+            ([STARVE_STEPS] if fires else [])
+
+
+def _v1_step(i: int, waiting: int, **more: Any):
     """A V1 step that admits no one while `waiting` requests wait behind a head refused for
-    KV blocks, one running, 60% of the cache free (every other field empty)."""
+    KV blocks, one running, 60% of the cache free (every other field empty, or `more`)."""
     from engine.stream.records import V1StepRecord
 
     empty = {"list": [], "bool": False, "str": ""}
@@ -125,8 +144,17 @@ def _v1_step(i: int, waiting: int):
               for f in msgspec.structs.fields(V1StepRecord) if f.required}
     fields.update(step=i, sim_s=0.01 * i, policy="off", running=1, waiting=waiting,
                   gpu_used=400, gpu_total=1000, batched_tokens=1, token_budget=256,
-                  head_reason="kv_blocks")
+                  head_reason="kv_blocks", **more)
     return V1StepRecord(**fields)
+
+
+def _v1_header(block_size: int = 16):
+    from engine.stream.records import Header
+
+    return Header(schema=1, observatory_version="", vllm_version="0.34.0", backend="sim",
+                  model="", spec={"block_size": block_size},
+                  engine_config={"scheduler": {"max_num_seqs": 8}}, started_at="", host="",
+                  engine="v1")
 
 
 @pytest.mark.parametrize("waiting, queue", [(1, "alone"), (3, "with a queue behind")])
@@ -144,6 +172,40 @@ def test_a_stalls_key_says_whether_a_queue_waits_behind_the_refused_head(waiting
         d.add(_v1_step(i, waiting))
     (hit,) = [h for h in d.hits if h.detector == "stall"]
     assert hit.state == f"kv_blocks {queue}" and hit.step == 99
+
+
+@pytest.mark.parametrize("behind, fires_at", [(9_800, None), (9_500, 150)])
+def test_a_head_too_big_for_the_free_blocks_is_capacity_until_one_behind_it_fits(
+        behind, fires_at):
+    """Seed 5's workload 114 on 0.34.0 was no stall: its head needed 671 blocks with 646 to
+    670 free, and every request behind it was its sibling of the same size, so vLLM was right
+    to wait. The detector waits too, and fires once a request behind the head fits (here:
+    when the running request's blocks shrink the free count no more, at step 150, and the
+    one behind needs 600 of 600 free)."""
+    d = Detectors()
+    d.add(_v1_header())
+    d.add(Arrivals(step=0, sim_s=0, source="workload", request_ids=["run", "head", "next"],
+                   prompt_tokens=[100, 10_000, behind], arrival_s=[0.0] * 3))
+    d.add(_v1_step(0, 2, new=[("run", 100)], head_need=626, head_limit=600))
+    for i in range(1, 200):
+        limit = 590 if i < 150 else 600  # blocks free, by vLLM's count at the head's scan
+        d.add(_v1_step(i, 2, head_need=626, head_limit=limit))
+    hits = [h.step for h in d.hits if h.detector == "stall"]
+    assert hits == ([] if fires_at is None else [fires_at])
+
+
+def test_a_preempted_request_waits_with_its_whole_prompt():
+    """A request preempted while prefilling needs its whole prompt again (its cached blocks
+    count against the free), not only what it had computed."""
+    d = Detectors()
+    d.add(_v1_header())
+    d.add(Arrivals(step=0, sim_s=0, source="workload", request_ids=["a", "b"],
+                   prompt_tokens=[3_251, 14_805], arrival_s=[0.0] * 2))
+    d.add(_v1_step(0, 0, new=[("a", 2048), ("b", 845)]))
+    d.add(_v1_step(1, 1, preempted=[("b", 13_127, 1)], head_need=926, head_limit=872))
+    for i in range(2, 200):
+        d.add(_v1_step(i, 1, head_need=926, head_limit=866))
+    assert [h for h in d.hits if h.detector == "stall"] == []
 
 
 # ---------------------------------------------------------------------- the real scheduler

@@ -1,11 +1,14 @@
 """`observatory hunt` on vLLM's V1 engine (issue #40): a reused engine (reset by vLLM's own
 APIs between workloads) records what a new one records; an engine with the CPU tier is never
 reused (vLLM's offloading connector keeps per-request state no reset clears); and the
-detectors fire on the real V1 scheduler for #25538's thrash. CI: every V1 line (V1_TESTS in
-.ci/run: 0.18, 0.29, 0.33, 0.34).
+detectors fire on the real V1 scheduler for #25538's thrash; and the offload deadlock the hunt
+found holds where it was found and not where vLLM fixed it. CI: every V1 line (V1_TESTS in
+.ci/run: 0.18, 0.24, 0.29, 0.33, 0.34).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +62,27 @@ def test_thrash_fires_on_25538s_shape():
     hit = outcome.fired("thrash")
     assert hit is not None and hit.state == "recompute", outcome
     assert f"for the {THRASH_PREEMPTIONS}th time" in hit.what
+
+
+@pytest.mark.skipif(V1_INSTALLED and cpu_tier_refusal() is not None,
+                    reason="this release refuses the CPU tier")
+def test_the_offload_deadlock_the_hunt_found_holds_until_0_33():
+    """`hunt --seed 11` found it on 0.24.0 and 0.29.0 (workload 415, shrunk 24 -> 9 requests;
+    docs/guides/hunt.md): with the CPU tier and full-ISL on, requests admitted to load their
+    prefix from the tier park holding 72 of 135 blocks; the head needs 42 with 3 free, the scan
+    stops at it, the parked loads are never promoted, and nothing runs (#45406's shape). The
+    no-progress guard ends the run. 0.33.0, whose waiting scan was rewritten, runs it through."""
+    from engine.adapters.versions import installed_version
+    from engine.hunt.case import decode
+    from engine.hunt.runner import run_case
+
+    case = decode((Path(__file__).parent / "fixtures/hunt/offload-deadlock-s11-w415.json")
+                  .read_bytes())
+    outcome = run_case(case)
+    release = tuple(int(p) for p in installed_version().split(".")[:2])
+    if release < (0, 33):
+        hit = outcome.fired("livelock")
+        assert hit is not None and outcome.end == "no_progress", outcome
+        assert "0 running" in hit.what and "7 requests waited" in hit.what
+    else:
+        assert outcome.end == "completed" and not outcome.hits, outcome

@@ -8,11 +8,16 @@
 - `stall`: the admission watchdog's rule (engine.analysis.stall): no admission for its
   MIN_STEPS while requests wait and a seat and half the KV cache are free. Its state says
   whether the refused head waited alone or with a queue behind it (head-of-line blocking).
+  A capacity wait is not a stall here: the head refused for more blocks than are free (vLLM's
+  own count) while no waiting request's whole context fits in them. vLLM is right to wait
+  then (a head that needs 52% of the cache waits with 50% free), so the detector waits too,
+  and fires at the first step of the same stall where a waiting request would fit.
 - `livelock`: LIVELOCK_STEPS steps in a row that schedule no token while requests wait, the
   budget is unused and no CPU-tier transfer is pending; or the no-progress guard ended the run.
 - `thrash`: one request preempted THRASH_PREEMPTIONS times (#25538's shape).
-- `starvation`: a request never admitted while STARVE_FINISHED requests that arrived after it
-  finished.
+- `starvation`: a request never admitted in STARVE_STEPS steps while STARVE_FINISHED requests
+  that arrived after it finished (the steps rule out a request that waited a step or two for
+  its prefix to load from the CPU tier while one-token requests streamed past).
 - `kv_accounting`: at the end of a workload that completed, a block still in use, a request
   still holding blocks, or the prefix cache's or the CPU tier's counts disagreeing (read by
   engine.adapters.kv_audit from vLLM's own objects; added by the runner).
@@ -29,7 +34,7 @@ import re
 import msgspec
 
 from engine.analysis import progress
-from engine.analysis.stall import STARTED, StallWatch, seat_limit
+from engine.analysis.stall import StallWatch, seat_limit
 from engine.kinds import kind_of
 from engine.stream.records import (STEP_TYPES, Arrivals, EngineAborted, Header, LogLine,
                                    RunFinished, V1StepRecord)
@@ -38,6 +43,7 @@ DETECTORS = ("abort", "exception", "stall", "livelock", "thrash", "starvation",
              "kv_accounting")
 THRASH_PREEMPTIONS = 8
 STARVE_FINISHED = 16
+STARVE_STEPS = 100
 LIVELOCK_STEPS = 50
 V0_SWAP_ABORT = "Aborted due to the lack of CPU swap space"
 
@@ -70,18 +76,40 @@ def _queue(waiting: int) -> str:
     return " alone" if waiting <= 1 else " with a queue behind"
 
 
+def _blocks(tokens: int, block_size: int) -> int:
+    return -(-tokens // block_size)
+
+
+def _block_size(header: Header) -> int | None:
+    """The run's KV block size, from its spec (a run) or vLLM's cache config (an attached
+    engine); None when the header does not say."""
+    size = (header.spec or {}).get("block_size")
+    if not isinstance(size, int):
+        cache = (header.engine_config or {}).get("cache")
+        size = cache.get("block_size") if isinstance(cache, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
 class Detectors:
     """Fed every item of a run's stream (a Session sink); `hits` holds what fired, each
     detector at most once per run."""
 
     def __init__(self, *, thrash: int = THRASH_PREEMPTIONS, starve: int = STARVE_FINISHED,
-                 livelock: int = LIVELOCK_STEPS) -> None:
+                 livelock: int = LIVELOCK_STEPS, starve_steps: int = STARVE_STEPS) -> None:
         self.thrash_k, self.starve_m, self.livelock_n = thrash, starve, livelock
+        self.starve_steps = starve_steps
         self.hits: list[Hit] = []
         self._fired: set[str] = set()
         self._stalls: StallWatch | None = None
+        self._block_size: int | None = None
+        # V1: each waiting request's context in tokens (its prompt, or what a preemption took
+        # from it), to tell a capacity wait from a stall
+        self._waiting_tokens: dict[str, int] = {}
+        self._prompt_tokens: dict[str, int] = {}
         self._order: dict[str, int] = {}  # request -> arrival rank
         self._unadmitted: dict[str, int] = {}  # request -> later arrivals finished meanwhile
+        self._arrived: dict[str, int] = {}  # request -> the step it arrived at
+        self._passed: set[str] = set()  # unadmitted requests STARVE_FINISHED have passed
         self._times_preempted: dict[str, int] = {}
         self._idle = 0
         self._admitted_while_swapped = False  # V0: #5578's admission with groups swapped out
@@ -98,12 +126,15 @@ class Detectors:
         if kind in STEP_TYPES:
             self._step(item)
         elif kind is Arrivals:
-            for rid in item.request_ids:
+            for rid, tokens in zip(item.request_ids, item.prompt_tokens):
                 self._order[rid] = len(self._order)
                 self._unadmitted[rid] = 0
+                self._arrived[rid] = item.step
+                self._waiting_tokens[rid] = self._prompt_tokens[rid] = tokens
         elif kind is Header:
             self._stalls = StallWatch(seat_limit(item)) if kind_of(item.engine).watches_stalls \
                 else None
+            self._block_size = _block_size(item)
         elif kind is EngineAborted:
             name = "abort" if item.message.startswith(V0_SWAP_ABORT) else "exception"
             how = ("; new prefills had been admitted while groups were swapped out (#5578's "
@@ -127,6 +158,7 @@ class Detectors:
         v1 = type(s) is V1StepRecord
         admitted = [rid for rid, _ in (s.new if v1 else s.prefills)]
         for rid in admitted:
+            self._passed.discard(rid)
             if self._unadmitted.pop(rid, None) is not None and not v1 and s.swapped:
                 self._admitted_while_swapped = True
         for rid in s.finished:
@@ -137,10 +169,15 @@ class Detectors:
                 if self._order[waiting] < rank:
                     self._unadmitted[waiting] = count = count + 1
                     if count >= self.starve_m:
-                        self._fire(Hit(detector="starvation", step=s.step, request=waiting,
-                                       what=(f"request {waiting} was never admitted while "
-                                             f"{count} requests that arrived after it "
-                                             f"finished"), state=_head(s)))
+                        self._passed.add(waiting)
+        for waiting in (sorted(self._passed, key=self._order.__getitem__)
+                        if "starvation" not in self._fired else ()):
+            if s.step - self._arrived[waiting] >= self.starve_steps:
+                self._fire(Hit(detector="starvation", step=s.step, request=waiting, what=(
+                    f"request {waiting} was never admitted in {s.step - self._arrived[waiting]} "
+                    f"steps while {self._unadmitted[waiting]} requests that arrived after it "
+                    f"finished"), state=_head(s)))
+                break
         victims = ([rid for rid, _, _ in s.preempted] if v1
                    else list(s.recomputed) + list(s.swapped_out))
         for rid in victims:
@@ -161,10 +198,35 @@ class Detectors:
                     state=_head(s)))
         else:
             self._idle = 0
-        if self._stalls is not None and self._stalls.add(s) == STARTED:
+        if v1:
+            self._follow_queue(s)
+        if self._stalls is not None:
+            self._stalls.add(s)
             stall = self._stalls.current
-            self._fire(Hit(detector="stall", step=s.step, what=(
-                f"no admission for {stall.steps} steps (since step {stall.since}) while "
-                f"{stall.waiting} requests waited with {stall.free_pct:.0f}% of the KV cache "
-                f"free" + (f"; the head request waited for {stall.reason}" if stall.reason
-                           else "")), state=_head(s) + _queue(stall.waiting)))
+            if stall is not None and "stall" not in self._fired and not self._capacity_wait(s):
+                self._fire(Hit(detector="stall", step=s.step, what=(
+                    f"no admission for {stall.steps} steps (since step {stall.since}) while "
+                    f"{stall.waiting} requests waited with {stall.free_pct:.0f}% of the KV "
+                    f"cache free" + (f"; the head request waited for {stall.reason}"
+                                     if stall.reason else "")),
+                    state=_head(s) + _queue(stall.waiting)))
+
+    def _follow_queue(self, s: V1StepRecord) -> None:
+        """Keep `_waiting_tokens` to the requests still waiting after step `s`."""
+        for rid, _ in (*s.new, *s.resumed):
+            self._waiting_tokens.pop(rid, None)
+        for rid in s.finished:
+            self._waiting_tokens.pop(rid, None)
+        for rid, lost, _ in s.preempted:  # its context: its prompt, or what it had computed
+            self._waiting_tokens[rid] = max(self._prompt_tokens.get(rid, 0), lost + 1)
+
+    def _capacity_wait(self, s) -> bool:  # noqa: ANN001
+        """Whether step `s`'s refusal is capacity, not a stall: the head waits for more KV
+        blocks than vLLM counts free, and no waiting request's whole context fits in them.
+        A whole context, not a first chunk: a prompt whose blocks sit in the prefix cache
+        takes them all at once (the evictable ones count against the free)."""
+        if (getattr(s, "head_reason", None) != "kv_blocks" or self._block_size is None
+                or s.head_need is None or s.head_limit is None or s.head_need <= s.head_limit):
+            return False
+        return not any(_blocks(tokens, self._block_size) <= s.head_limit
+                       for tokens in self._waiting_tokens.values())
