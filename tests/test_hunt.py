@@ -179,9 +179,9 @@ def test_a_head_too_big_for_the_free_blocks_is_capacity_until_one_behind_it_fits
         behind, fires_at):
     """Seed 5's workload 114 on 0.34.0 was no stall: its head needed 671 blocks with 646 to
     670 free, and every request behind it was its sibling of the same size, so vLLM was right
-    to wait. The detector waits too, and fires once a request behind the head fits (here:
-    when the running request's blocks shrink the free count no more, at step 150, and the
-    one behind needs 600 of 600 free)."""
+    to wait. The detector waits too, and fires once a request behind the head fits (here: at
+    step 150 the free count rises to 600, and a 9,500-token request behind needs 594 of them;
+    a 9,800-token one needs 613 and never fits)."""
     d = Detectors()
     d.add(_v1_header())
     d.add(Arrivals(step=0, sim_s=0, source="workload", request_ids=["run", "head", "next"],
