@@ -38,6 +38,7 @@ from engine.analysis.stall import StallWatch, seat_limit
 from engine.kinds import kind_of
 from engine.stream.records import (STEP_TYPES, Arrivals, EngineAborted, Header, LogLine,
                                    RunFinished, V1StepRecord)
+from engine.traces.recording import block_size_of
 
 DETECTORS = ("abort", "exception", "stall", "livelock", "thrash", "starvation",
              "kv_accounting")
@@ -76,20 +77,6 @@ def _queue(waiting: int) -> str:
     return " alone" if waiting <= 1 else " with a queue behind"
 
 
-def _blocks(tokens: int, block_size: int) -> int:
-    return -(-tokens // block_size)
-
-
-def _block_size(header: Header) -> int | None:
-    """The run's KV block size, from its spec (a run) or vLLM's cache config (an attached
-    engine); None when the header does not say."""
-    size = (header.spec or {}).get("block_size")
-    if not isinstance(size, int):
-        cache = (header.engine_config or {}).get("cache")
-        size = cache.get("block_size") if isinstance(cache, dict) else None
-    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
-
-
 class Detectors:
     """Fed every item of a run's stream (a Session sink); `hits` holds what fired, each
     detector at most once per run."""
@@ -101,7 +88,7 @@ class Detectors:
         self.hits: list[Hit] = []
         self._fired: set[str] = set()
         self._stalls: StallWatch | None = None
-        self._block_size: int | None = None
+        self._block_size = 16  # the run's, from its Header
         # V1: each waiting request's context in tokens (its prompt, or what a preemption took
         # from it), to tell a capacity wait from a stall
         self._waiting_tokens: dict[str, int] = {}
@@ -134,7 +121,7 @@ class Detectors:
         elif kind is Header:
             self._stalls = StallWatch(seat_limit(item)) if kind_of(item.engine).watches_stalls \
                 else None
-            self._block_size = _block_size(item)
+            self._block_size = block_size_of(item)
         elif kind is EngineAborted:
             name = "abort" if item.message.startswith(V0_SWAP_ABORT) else "exception"
             how = ("; new prefills had been admitted while groups were swapped out (#5578's "
@@ -170,14 +157,8 @@ class Detectors:
                     self._unadmitted[waiting] = count = count + 1
                     if count >= self.starve_m:
                         self._passed.add(waiting)
-        for waiting in (sorted(self._passed, key=self._order.__getitem__)
-                        if "starvation" not in self._fired else ()):
-            if s.step - self._arrived[waiting] >= self.starve_steps:
-                self._fire(Hit(detector="starvation", step=s.step, request=waiting, what=(
-                    f"request {waiting} was never admitted in {s.step - self._arrived[waiting]} "
-                    f"steps while {self._unadmitted[waiting]} requests that arrived after it "
-                    f"finished"), state=_head(s)))
-                break
+        if self._passed and "starvation" not in self._fired:
+            self._starved(s)
         victims = ([rid for rid, _, _ in s.preempted] if v1
                    else list(s.recomputed) + list(s.swapped_out))
         for rid in victims:
@@ -198,9 +179,8 @@ class Detectors:
                     state=_head(s)))
         else:
             self._idle = 0
-        if v1:
+        if self._stalls is not None:  # the engine kinds whose records a stall reads
             self._follow_queue(s)
-        if self._stalls is not None:
             self._stalls.add(s)
             stall = self._stalls.current
             if stall is not None and "stall" not in self._fired and not self._capacity_wait(s):
@@ -211,22 +191,36 @@ class Detectors:
                                      if stall.reason else "")),
                     state=_head(s) + _queue(stall.waiting)))
 
+    def _starved(self, s) -> None:  # noqa: ANN001
+        """Fire for the first-arrived of the passed requests that has waited starve_steps."""
+        for waiting in sorted(self._passed, key=self._order.__getitem__):
+            waited = s.step - self._arrived[waiting]
+            if waited >= self.starve_steps:
+                self._fire(Hit(detector="starvation", step=s.step, request=waiting, what=(
+                    f"request {waiting} was never admitted in {waited} steps while "
+                    f"{self._unadmitted[waiting]} requests that arrived after it finished"),
+                    state=_head(s)))
+                return
+
     def _follow_queue(self, s: V1StepRecord) -> None:
         """Keep `_waiting_tokens` to the requests still waiting after step `s`."""
-        for rid, _ in (*s.new, *s.resumed):
-            self._waiting_tokens.pop(rid, None)
+        tokens = self._waiting_tokens
+        for rid, _ in s.new:
+            tokens.pop(rid, None)
+        for rid, _ in s.resumed:
+            tokens.pop(rid, None)
         for rid in s.finished:
-            self._waiting_tokens.pop(rid, None)
+            tokens.pop(rid, None)
         for rid, lost, _ in s.preempted:  # its context: its prompt, or what it had computed
-            self._waiting_tokens[rid] = max(self._prompt_tokens.get(rid, 0), lost + 1)
+            tokens[rid] = max(self._prompt_tokens.get(rid, 0), lost + 1)
 
-    def _capacity_wait(self, s) -> bool:  # noqa: ANN001
+    def _capacity_wait(self, s: V1StepRecord) -> bool:
         """Whether step `s`'s refusal is capacity, not a stall: the head waits for more KV
         blocks than vLLM counts free, and no waiting request's whole context fits in them.
         A whole context, not a first chunk: a prompt whose blocks sit in the prefix cache
         takes them all at once (the evictable ones count against the free)."""
-        if (getattr(s, "head_reason", None) != "kv_blocks" or self._block_size is None
-                or s.head_need is None or s.head_limit is None or s.head_need <= s.head_limit):
+        if (s.head_reason != "kv_blocks" or s.head_need is None or s.head_limit is None
+                or s.head_need <= s.head_limit):
             return False
-        return not any(_blocks(tokens, self._block_size) <= s.head_limit
-                       for tokens in self._waiting_tokens.values())
+        shortest = min(self._waiting_tokens.values(), default=None)
+        return shortest is None or -(-shortest // self._block_size) > s.head_limit
